@@ -1,0 +1,94 @@
+import type { Model } from "../models/adapter.js";
+import type { Tool } from "../tools/tool.js";
+import { AgentloopError } from "./errors.js";
+import type { AgentEvent, RunResult } from "./events.js";
+import { runLoop } from "./loop.js";
+import type { Message } from "./messages.js";
+
+export interface AgentOptions {
+  model: Model;
+  /** The agent's instructions: the start of every system prompt. */
+  instructions?: string;
+  /** Tools offered to the model, in this order. Names must be unique. */
+  tools?: readonly Tool[];
+  /** Model calls per run before it stops with `max_iterations`. Default 10. */
+  maxIterations?: number;
+  /** Time limit of one tool call unless the tool sets its own. Default 60,000 ms. */
+  toolTimeoutMs?: number;
+  /** Tool results longer than this are cut, with a visible marker. Default 32,000 characters. */
+  maxToolResultChars?: number;
+  /** Tool calls of one iteration in flight at once. Default 8. */
+  toolConcurrency?: number;
+  /** Called with every event of every run before it is yielded. A throw propagates out of the run. */
+  onEvent?: (event: AgentEvent) => void;
+}
+
+export interface RunOptions {
+  /** Aborting ends the run with `aborted`, cancelling the model call and running tools. */
+  signal?: AbortSignal;
+  /** The run's time limit; when it passes the run stops with `aborted`. */
+  timeoutMs?: number;
+  /** A previous run's `messages`, to continue that conversation. Not modified. */
+  history?: readonly Message[];
+}
+
+export const DEFAULTS = {
+  maxIterations: 10,
+  toolTimeoutMs: 60_000,
+  maxToolResultChars: 32_000,
+  toolConcurrency: 8,
+} as const;
+
+/** An agent: instructions, a model, tools and policies. `run()` is `stream()` consumed. */
+export class Agent {
+  readonly options: Readonly<AgentOptions>;
+
+  constructor(options: AgentOptions) {
+    const seen = new Set<string>();
+    for (const tool of options.tools ?? []) {
+      if (seen.has(tool.name)) {
+        throw new AgentloopError("invalid_tool", `Two tools are named '${tool.name}': tool names must be unique.`);
+      }
+      seen.add(tool.name);
+    }
+    const maxIterations = options.maxIterations ?? DEFAULTS.maxIterations;
+    if (!Number.isInteger(maxIterations) || maxIterations < 1) {
+      throw new AgentloopError("invalid_option", `maxIterations must be a positive integer, got ${maxIterations}.`);
+    }
+    this.options = options;
+  }
+
+  /** Runs to a stop and returns the result. Never rejects for model or tool failures. */
+  async run(input: string, options: RunOptions = {}): Promise<RunResult> {
+    const events = this.stream(input, options);
+    while (true) {
+      const next = await events.next();
+      if (next.done) return next.value;
+    }
+  }
+
+  /** Streams the events of one run; the generator's return value is the `RunResult`. */
+  async *stream(input: string, options: RunOptions = {}): AsyncGenerator<AgentEvent, RunResult> {
+    const o = this.options;
+    const signals = [options.signal, options.timeoutMs ? AbortSignal.timeout(options.timeoutMs) : undefined];
+    const active = signals.filter((s): s is AbortSignal => s !== undefined);
+    const history: Message[] = [...(options.history ?? []), { role: "user", content: input }];
+    const events = runLoop({
+      model: o.model,
+      system: o.instructions ?? "",
+      tools: o.tools ?? [],
+      history,
+      maxIterations: o.maxIterations ?? DEFAULTS.maxIterations,
+      toolConcurrency: o.toolConcurrency ?? DEFAULTS.toolConcurrency,
+      toolTimeoutMs: o.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs,
+      maxToolResultChars: o.maxToolResultChars ?? DEFAULTS.maxToolResultChars,
+      signal: active.length === 1 ? (active[0] as AbortSignal) : AbortSignal.any(active),
+    });
+    while (true) {
+      const next = await events.next();
+      if (next.done) return next.value;
+      o.onEvent?.(next.value);
+      yield next.value;
+    }
+  }
+}

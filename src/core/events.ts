@@ -1,0 +1,40 @@
+import type { Message, Usage } from "./messages.js";
+
+/** Why a run ended (SPEC section 2). Every run ends with exactly one. */
+export type StopReason =
+  | "final_answer"
+  | "task_completion"
+  | "converse"
+  | "ask_question"
+  | "max_iterations"
+  | "circuit_breaker"
+  | "budget_exceeded"
+  | "aborted"
+  | "model_error";
+
+/** The events of a run (SPEC section 3). `type` and the listed fields are a public contract. */
+export type AgentEvent =
+  | { type: "iteration_start"; iteration: number }
+  | { type: "thinking"; text: string }
+  | { type: "message_delta"; text: string }
+  | { type: "message"; content: string }
+  | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> }
+  | { type: "tool_result"; id: string; name: string; content: string; isError: boolean; durationMs: number }
+  | { type: "turn_complete"; stopReason: StopReason; iterations: number; output: string; usage: Usage }
+  | { type: "error"; message: string; code: string };
+
+export type AgentEventType = AgentEvent["type"];
+
+/** What `agent.run()` returns; `stream()` returns the same value when it finishes. */
+export interface RunResult {
+  /** The final answer, or the last assistant text for other stops (the question for `ask_question`). */
+  output: string;
+  stopReason: StopReason;
+  /** Model calls made in this run. */
+  iterations: number;
+  /** The whole conversation, previous turns included; pass it back as `history` to continue. */
+  messages: Message[];
+  usage: Usage;
+  /** Set when the run ended on an error (model_error, circuit_breaker, ...). */
+  error?: { message: string; code: string };
+}

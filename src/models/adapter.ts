@@ -1,0 +1,57 @@
+import type { Message, Usage } from "../core/messages.js";
+
+/** A tool as the model sees it: a name, a description and a JSON Schema for its arguments. */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+export interface ModelRequest {
+  /** The assembled system prompt ("" for none). */
+  system: string;
+  messages: readonly Message[];
+  /** Tools offered with native function calling, in a fixed order. Empty for none. */
+  tools: readonly ToolSpec[];
+}
+
+/**
+ * What a model call streams. Deltas first, then exactly one terminal event: `done` with the
+ * assembled reply, or `error`.
+ */
+export type ModelEvent =
+  | { type: "text_delta"; text: string }
+  | { type: "thinking_delta"; text: string }
+  | { type: "done"; message: ModelReply }
+  | { type: "error"; error: ModelError };
+
+export interface ModelReply {
+  content: string;
+  thinking?: string;
+  toolCalls: { id: string; name: string; arguments: string }[];
+  /** The provider's finish reason as sent ("stop", "tool_calls", "length", ...). */
+  finishReason: string;
+  usage: Usage;
+}
+
+export interface ModelError {
+  /** One line; never contains an API key or an Authorization header. */
+  message: string;
+  /** "aborted" when the signal fired; else e.g. "http_500", "connection", "invalid_response". */
+  code: string;
+  /** HTTP status when there was one. */
+  status?: number;
+}
+
+/**
+ * A model provider behind one small interface.
+ *
+ * Contract: `stream` never throws and its iterator never rejects. Transport errors,
+ * provider errors, retries exhausted and aborts all end the stream with one `error` event.
+ * Retries of failed requests happen inside the adapter.
+ */
+export interface Model {
+  /** The model id sent to the provider, e.g. "gpt-4o-mini". */
+  readonly id: string;
+  stream(request: ModelRequest, options: { signal?: AbortSignal }): AsyncIterable<ModelEvent>;
+}

@@ -1,0 +1,96 @@
+import type { Usage } from "../core/messages.js";
+import type { Model, ModelError, ModelEvent, ModelRequest } from "../models/adapter.js";
+
+/** One scripted reply. Text and thinking are streamed in small deltas, like a real provider. */
+export interface ScriptedReply {
+  text?: string;
+  thinking?: string;
+  /** `arguments` may be an object (serialised for you) or raw text, e.g. deliberately invalid JSON. */
+  toolCalls?: { id?: string; name: string; arguments?: Record<string, unknown> | string }[];
+  usage?: Partial<Usage>;
+  finishReason?: string;
+}
+
+/** A scripted failure: the model call ends with this error (e.g. `{ error: { code: "http_500", message } }`). */
+export interface ScriptedError {
+  error: ModelError;
+}
+
+export type ScriptedStep = ScriptedReply | ScriptedError;
+
+export type ScriptedResponder = (request: ModelRequest, callIndex: number) => ScriptedStep | Promise<ScriptedStep>;
+
+export interface ScriptedModelOptions {
+  id?: string;
+  /** Characters per streamed delta. Default 8. */
+  chunkSize?: number;
+}
+
+/** A deterministic model for tests: replies from a list or a function, and a record of every request. */
+export interface ScriptedModel extends Model {
+  /** Every request received, in order (a snapshot of the messages at call time). */
+  readonly requests: ModelRequest[];
+  /** Steps not yet used (list scripts only). */
+  readonly remaining: number;
+}
+
+/**
+ * A model that replies from a script. With a list, the n-th call gets the n-th step and a
+ * call past the end fails the run with code "script_exhausted"; with a function, the
+ * function decides. Honours the abort signal between deltas.
+ */
+export function scriptedModel(script: readonly ScriptedStep[] | ScriptedResponder, options: ScriptedModelOptions = {}): ScriptedModel {
+  const requests: ModelRequest[] = [];
+  const chunkSize = Math.max(1, options.chunkSize ?? 8);
+  let nextIndex = 0;
+  return {
+    id: options.id ?? "scripted",
+    requests,
+    get remaining() {
+      return typeof script === "function" ? 0 : Math.max(0, script.length - nextIndex);
+    },
+    async *stream(request: ModelRequest, { signal }: { signal?: AbortSignal } = {}): AsyncGenerator<ModelEvent> {
+      const callIndex = nextIndex++;
+      requests.push({ ...request, messages: [...request.messages] });
+      let step: ScriptedStep | undefined;
+      try {
+        step = typeof script === "function" ? await script(request, callIndex) : script[callIndex];
+      } catch (error) {
+        yield { type: "error", error: { code: "script_error", message: `scripted model: ${String(error)}` } };
+        return;
+      }
+      if (!step) {
+        const message = `scripted model: no reply scripted for call ${callIndex + 1} (the script has ${callIndex}).`;
+        yield { type: "error", error: { code: "script_exhausted", message } };
+        return;
+      }
+      if ("error" in step) {
+        yield { type: "error", error: step.error };
+        return;
+      }
+      const aborted = (): ModelEvent => ({ type: "error", error: { code: "aborted", message: "The model call was aborted." } });
+      for (const [kind, text] of [["thinking_delta", step.thinking], ["text_delta", step.text]] as const) {
+        for (let i = 0; text && i < text.length; i += chunkSize) {
+          if (signal?.aborted) return yield aborted();
+          yield { type: kind, text: text.slice(i, i + chunkSize) };
+        }
+      }
+      if (signal?.aborted) return yield aborted();
+      const toolCalls = (step.toolCalls ?? []).map((call, i) => ({
+        id: call.id ?? `call_${callIndex + 1}_${i + 1}`,
+        name: call.name,
+        arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments ?? {}),
+      }));
+      yield {
+        type: "done",
+        message: {
+          content: step.text ?? "",
+          ...(step.thinking && { thinking: step.thinking }),
+          toolCalls,
+          finishReason: step.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
+          usage: { inputTokens: 0, outputTokens: 0, ...step.usage },
+        },
+      };
+    },
+  };
+}
