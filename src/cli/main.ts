@@ -1,0 +1,123 @@
+#!/usr/bin/env node
+import { readFileSync } from "node:fs";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { AgentloopError, errorMessage } from "../core/errors.js";
+import { builtinTools } from "../tools/builtin/index.js";
+import type { CliFlags } from "./config.js";
+import { USAGE_ERROR } from "./render.js";
+import { runCommand, settingsFrom } from "./run.js";
+
+const positiveInt = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) {
+    throw new InvalidArgumentError(`${name} must be a positive integer.`);
+  }
+  return n;
+};
+const positiveNumber = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive number.`);
+  return n;
+};
+
+/** The options every command takes (SPEC section 4). */
+function withCommonOptions(command: Command): Command {
+  return command
+    .option("--model <id>", "model id (env AGENTLOOP_MODEL)")
+    .option("--base-url <url>", "OpenAI-compatible base URL, e.g. http://localhost:11434/v1 (env OPENAI_BASE_URL)")
+    .addOption(new Option("--provider <name>", "model provider (env AGENTLOOP_PROVIDER)").choices(["openai", "anthropic"]))
+    .option("--config <file>", "config file (default ./agentloop.json when present)")
+    .option("--system <text>", "instructions for the agent")
+    .option("--max-iterations <n>", "model calls before stopping (default 10)", positiveInt("--max-iterations"))
+    .addOption(new Option("--mode <mode>", "natural or explicit termination").choices(["natural", "explicit"]))
+    .addOption(new Option("--tool-protocol <protocol>", "native function calling or xml").choices(["native", "xml"]))
+    .option("--no-builtin-tools", "do not offer the built-in tools")
+    .option("--timeout <seconds>", "time limit of the run", positiveNumber("--timeout"))
+    .option("--max-context-tokens <n>", "token budget of every model request", positiveInt("--max-context-tokens"))
+    .option("--token-budget <n>", "input plus output tokens over the whole run", positiveInt("--token-budget"))
+    .option("--cost-budget <usd>", "cost limit of the run in USD", positiveNumber("--cost-budget"))
+    .option("--session <id>", "store and resume the conversation under this id")
+    .option("--json", "print the event stream as JSON lines on stdout")
+    .option("--verbose", "print progress on stderr even when it is not a terminal");
+}
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  return pkg.version;
+}
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) return "";
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8").trim();
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  let exitCode = 0;
+  const program = new Command("agentloop")
+    .description("An agent-loop runtime: a model uses tools in a loop until the task is done.")
+    .version(version())
+    .exitOverride()
+    .showSuggestionAfterError()
+    .configureOutput({ outputError: (text, write) => write(`agentloop: ${text.replace(/^error: /, "").trim()}\n`) });
+
+  withCommonOptions(program.command("run"))
+    .description("run one task; the final answer goes to stdout")
+    .argument("[prompt...]", "the task (read from stdin when omitted)")
+    .action(async (words: string[], flags: CliFlags) => {
+      const prompt = words.length > 0 ? words.join(" ") : await readStdin();
+      if (prompt.trim() === "") {
+        throw new AgentloopError("usage", 'Missing prompt: agentloop run "your task" (or pipe it on stdin).');
+      }
+      exitCode = await runCommand(prompt, flags);
+    });
+
+  withCommonOptions(program.command("tools"))
+    .description("list every tool with its schema")
+    .action((flags: CliFlags) => {
+      const settings = settingsFrom(flags);
+      const tools = settings.builtinTools ? builtinTools() : [];
+      const listed = tools.map(({ name, description, parameters }) => ({ name, source: "local", description, parameters }));
+      if (flags.json) process.stdout.write(`${JSON.stringify(listed, null, 2)}\n`);
+      else for (const t of listed) process.stdout.write(`${t.name} (${t.source})\n  ${t.description}\n  ${JSON.stringify(t.parameters)}\n`);
+    });
+
+  for (const name of ["chat", "serve"]) {
+    withCommonOptions(program.command(name))
+      .description(name === "chat" ? "interactive multi-turn session (coming soon)" : "OpenAI-compatible HTTP server (coming soon)")
+      .allowUnknownOption()
+      .action(() => {
+        throw new AgentloopError("usage", `'agentloop ${name}' is not available yet: use 'agentloop run'.`);
+      });
+  }
+
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return exitCode;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      return error.exitCode === 0 ? 0 : USAGE_ERROR;
+    }
+    if (error instanceof AgentloopError) {
+      process.stderr.write(`agentloop: ${error.message}\n`);
+      return USAGE_ERROR;
+    }
+    process.stderr.write(`agentloop: unexpected error: ${errorMessage(error)}\n`);
+    return 1;
+  }
+}
+
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  // A closed pipe (e.g. `| head`) is not an error of ours.
+  if (error.code === "EPIPE") process.exit(0);
+});
+
+main(process.argv.slice(2)).then(
+  // Exit now: a tool that ignored its abort signal or an idle keep-alive socket must not hold the process.
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`agentloop: unexpected error: ${errorMessage(error)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,70 @@
+import type { AgentEvent, StopReason } from "../core/events.js";
+
+/** CLI exit codes per stop reason (SPEC section 2). */
+export const EXIT_CODES: Record<StopReason, number> = {
+  final_answer: 0,
+  task_completion: 0,
+  converse: 0,
+  ask_question: 6,
+  max_iterations: 3,
+  circuit_breaker: 4,
+  budget_exceeded: 7,
+  aborted: 130,
+  model_error: 5,
+};
+
+/** Exit code for bad usage and configuration errors. */
+export const USAGE_ERROR = 2;
+
+const preview = (text: string, max = 100) => {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+};
+
+/**
+ * Human progress on stderr: iterations, tool calls with their durations. Returns a
+ * function to feed events into.
+ */
+export function progressRenderer(write: (line: string) => void, color: boolean): (event: AgentEvent) => void {
+  const dim = (s: string) => (color ? `\x1b[2m${s}\x1b[22m` : s);
+  const red = (s: string) => (color ? `\x1b[31m${s}\x1b[39m` : s);
+  const green = (s: string) => (color ? `\x1b[32m${s}\x1b[39m` : s);
+  return (event) => {
+    switch (event.type) {
+      case "iteration_start":
+        write(dim(`· iteration ${event.iteration}`));
+        break;
+      case "tool_call":
+        write(dim(`  → ${event.name} ${preview(JSON.stringify(event.arguments))}`));
+        break;
+      case "tool_result": {
+        const mark = event.isError ? red("✗") : green("✓");
+        write(`  ${mark} ${event.name} ${dim(`(${event.durationMs} ms)`)} ${preview(event.content)}`);
+        break;
+      }
+      case "error":
+        write(red(`  ! ${event.message}`));
+        break;
+      default:
+        break;
+    }
+  };
+}
+
+/** The one stderr line that explains a stop other than a plain answer. */
+export function stopLine(stopReason: StopReason, iterations: number, error?: { message: string }): string | undefined {
+  switch (stopReason) {
+    case "final_answer":
+    case "task_completion":
+    case "converse":
+      return undefined;
+    case "ask_question":
+      return "agentloop: the agent asked a question (answer it and run again)";
+    case "max_iterations":
+      return `agentloop: stopped after ${iterations} iterations (max_iterations); raise --max-iterations to allow more`;
+    case "aborted":
+      return "agentloop: aborted";
+    default:
+      return `agentloop: ${stopReason}: ${error?.message ?? "the run stopped"}`;
+  }
+}
