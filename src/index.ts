@@ -1,8 +1,21 @@
-export { Agent, DEFAULTS } from "./core/agent.js";
 export type { AgentOptions, RunOptions } from "./core/agent.js";
+export { Agent, DEFAULTS } from "./core/agent.js";
 export { AgentloopError } from "./core/errors.js";
 export type { AgentEvent, AgentEventType, RunResult, StopReason } from "./core/events.js";
-export type { AssistantMessage, Message, ToolCall, ToolMessage, Usage, UserMessage } from "./core/messages.js";
+export type {
+  AssistantMessage,
+  Message,
+  ToolCall,
+  ToolMessage,
+  Usage,
+  UserMessage,
+} from "./core/messages.js";
 export type { Model, ModelError, ModelEvent, ModelReply, ModelRequest, ToolSpec } from "./models/adapter.js";
+export type {
+  JsonSchema,
+  JsonSchemaToolDefinition,
+  Tool,
+  ToolContext,
+  ZodToolDefinition,
+} from "./tools/tool.js";
 export { defineTool } from "./tools/tool.js";
-export type { JsonSchema, JsonSchemaToolDefinition, Tool, ToolContext, ZodToolDefinition } from "./tools/tool.js";

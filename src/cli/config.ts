@@ -43,7 +43,10 @@ export type ConfigFile = z.infer<typeof configFileSchema>;
  * when present, else an empty config.
  * @throws AgentloopError("config") with one line naming the file and the key.
  */
-export function loadConfigFile(explicitPath: string | undefined, cwd = process.cwd()): { path?: string; config: ConfigFile } {
+export function loadConfigFile(
+  explicitPath: string | undefined,
+  cwd = process.cwd(),
+): { path?: string; config: ConfigFile } {
   const path = resolve(cwd, explicitPath ?? "agentloop.json");
   if (!existsSync(path)) {
     if (explicitPath === undefined) return { config: {} };
@@ -55,7 +58,10 @@ export function loadConfigFile(explicitPath: string | undefined, cwd = process.c
     raw = JSON.parse(readFileSync(path, "utf8"));
   } catch (error) {
     const detail = error instanceof Error ? error.message : String(error);
-    throw new AgentloopError("config", `${name} is not valid JSON (${detail}). Fix the file or pass another --config.`);
+    throw new AgentloopError(
+      "config",
+      `${name} is not valid JSON (${detail}). Fix the file or pass another --config.`,
+    );
   }
   const parsed = configFileSchema.safeParse(raw);
   if (!parsed.success) {
@@ -128,11 +134,13 @@ export function resolveSettings(flags: CliFlags, env: Env, config: ConfigFile): 
   const prefix = provider === "anthropic" ? "ANTHROPIC" : "OPENAI";
   const settings: Settings = {
     provider: provider ?? "openai",
-    model: flags.model ?? nonEmpty(env.AGENTLOOP_MODEL) ?? config.model ?? DEFAULT_MODEL[provider ?? "openai"],
+    model:
+      flags.model ?? nonEmpty(env.AGENTLOOP_MODEL) ?? config.model ?? DEFAULT_MODEL[provider ?? "openai"],
     instructions: flags.system ?? config.instructions ?? "",
     maxIterations: flags.maxIterations ?? config.maxIterations ?? 10,
     mode: oneOf("mode", flags.mode ?? config.mode, ["natural", "explicit"]) ?? "natural",
-    toolProtocol: oneOf("tool-protocol", flags.toolProtocol ?? config.toolProtocol, ["native", "xml"]) ?? "native",
+    toolProtocol:
+      oneOf("tool-protocol", flags.toolProtocol ?? config.toolProtocol, ["native", "xml"]) ?? "native",
     builtinTools: flags.builtinTools && config.builtinTools !== false,
     mcpServers: config.mcpServers ?? {},
   };
@@ -155,7 +163,11 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value;
 }
 
-function oneOf<T extends string>(name: string, value: string | undefined, allowed: readonly T[]): T | undefined {
+function oneOf<T extends string>(
+  name: string,
+  value: string | undefined,
+  allowed: readonly T[],
+): T | undefined {
   if (value === undefined) return undefined;
   if ((allowed as readonly string[]).includes(value)) return value as T;
   throw new AgentloopError("config", `Invalid ${name} '${value}': use ${allowed.join(" or ")}.`);

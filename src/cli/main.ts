@@ -16,7 +16,8 @@ const positiveInt = (name: string) => (value: string) => {
 };
 const positiveNumber = (name: string) => (value: string) => {
   const n = Number(value);
-  if (value.trim() === "" || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive number.`);
+  if (value.trim() === "" || !Number.isFinite(n) || n <= 0)
+    throw new InvalidArgumentError(`${name} must be a positive number.`);
   return n;
 };
 
@@ -24,17 +25,41 @@ const positiveNumber = (name: string) => (value: string) => {
 function withCommonOptions(command: Command): Command {
   return command
     .option("--model <id>", "model id (env AGENTLOOP_MODEL)")
-    .option("--base-url <url>", "OpenAI-compatible base URL, e.g. http://localhost:11434/v1 (env OPENAI_BASE_URL)")
-    .addOption(new Option("--provider <name>", "model provider (env AGENTLOOP_PROVIDER)").choices(["openai", "anthropic"]))
+    .option(
+      "--base-url <url>",
+      "OpenAI-compatible base URL, e.g. http://localhost:11434/v1 (env OPENAI_BASE_URL)",
+    )
+    .addOption(
+      new Option("--provider <name>", "model provider (env AGENTLOOP_PROVIDER)").choices([
+        "openai",
+        "anthropic",
+      ]),
+    )
     .option("--config <file>", "config file (default ./agentloop.json when present)")
     .option("--system <text>", "instructions for the agent")
-    .option("--max-iterations <n>", "model calls before stopping (default 10)", positiveInt("--max-iterations"))
-    .addOption(new Option("--mode <mode>", "natural or explicit termination").choices(["natural", "explicit"]))
-    .addOption(new Option("--tool-protocol <protocol>", "native function calling or xml").choices(["native", "xml"]))
+    .option(
+      "--max-iterations <n>",
+      "model calls before stopping (default 10)",
+      positiveInt("--max-iterations"),
+    )
+    .addOption(
+      new Option("--mode <mode>", "natural or explicit termination").choices(["natural", "explicit"]),
+    )
+    .addOption(
+      new Option("--tool-protocol <protocol>", "native function calling or xml").choices(["native", "xml"]),
+    )
     .option("--no-builtin-tools", "do not offer the built-in tools")
     .option("--timeout <seconds>", "time limit of the run", positiveNumber("--timeout"))
-    .option("--max-context-tokens <n>", "token budget of every model request", positiveInt("--max-context-tokens"))
-    .option("--token-budget <n>", "input plus output tokens over the whole run", positiveInt("--token-budget"))
+    .option(
+      "--max-context-tokens <n>",
+      "token budget of every model request",
+      positiveInt("--max-context-tokens"),
+    )
+    .option(
+      "--token-budget <n>",
+      "input plus output tokens over the whole run",
+      positiveInt("--token-budget"),
+    )
     .option("--cost-budget <usd>", "cost limit of the run in USD", positiveNumber("--cost-budget"))
     .option("--session <id>", "store and resume the conversation under this id")
     .option("--json", "print the event stream as JSON lines on stdout")
@@ -42,7 +67,9 @@ function withCommonOptions(command: Command): Command {
 }
 
 function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  };
   return pkg.version;
 }
 
@@ -60,7 +87,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     .version(version())
     .exitOverride()
     .showSuggestionAfterError()
-    .configureOutput({ outputError: (text, write) => write(`agentloop: ${text.replace(/^error: /, "").trim()}\n`) });
+    .configureOutput({
+      outputError: (text, write) => write(`agentloop: ${text.replace(/^error: /, "").trim()}\n`),
+    });
 
   withCommonOptions(program.command("run"))
     .description("run one task; the final answer goes to stdout")
@@ -78,14 +107,27 @@ export async function main(argv: readonly string[]): Promise<number> {
     .action((flags: CliFlags) => {
       const settings = settingsFrom(flags);
       const tools = settings.builtinTools ? builtinTools() : [];
-      const listed = tools.map(({ name, description, parameters }) => ({ name, source: "local", description, parameters }));
+      const listed = tools.map(({ name, description, parameters }) => ({
+        name,
+        source: "local",
+        description,
+        parameters,
+      }));
       if (flags.json) process.stdout.write(`${JSON.stringify(listed, null, 2)}\n`);
-      else for (const t of listed) process.stdout.write(`${t.name} (${t.source})\n  ${t.description}\n  ${JSON.stringify(t.parameters)}\n`);
+      else
+        for (const t of listed)
+          process.stdout.write(
+            `${t.name} (${t.source})\n  ${t.description}\n  ${JSON.stringify(t.parameters)}\n`,
+          );
     });
 
   for (const name of ["chat", "serve"]) {
     withCommonOptions(program.command(name))
-      .description(name === "chat" ? "interactive multi-turn session (coming soon)" : "OpenAI-compatible HTTP server (coming soon)")
+      .description(
+        name === "chat"
+          ? "interactive multi-turn session (coming soon)"
+          : "OpenAI-compatible HTTP server (coming soon)",
+      )
       .allowUnknownOption()
       .action(() => {
         throw new AgentloopError("usage", `'agentloop ${name}' is not available yet: use 'agentloop run'.`);

@@ -52,7 +52,11 @@ export function progressRenderer(write: (line: string) => void, color: boolean):
 }
 
 /** The one stderr line that explains a stop other than a plain answer. */
-export function stopLine(stopReason: StopReason, iterations: number, error?: { message: string }): string | undefined {
+export function stopLine(
+  stopReason: StopReason,
+  iterations: number,
+  error?: { message: string },
+): string | undefined {
   switch (stopReason) {
     case "final_answer":
     case "task_completion":

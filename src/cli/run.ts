@@ -19,7 +19,10 @@ export function settingsFrom(flags: CliFlags): Settings {
 
 export function createModel(settings: Settings): Model {
   if (settings.provider === "anthropic") {
-    throw new AgentloopError("config", "--provider anthropic is not available yet: use an OpenAI-compatible endpoint.");
+    throw new AgentloopError(
+      "config",
+      "--provider anthropic is not available yet: use an OpenAI-compatible endpoint.",
+    );
   }
   if (!settings.apiKey && !settings.baseUrl) {
     throw new AgentloopError(
@@ -39,10 +42,18 @@ export function createAgent(settings: Settings, model: Model): Agent {
     throw new AgentloopError("config", `--mode ${settings.mode} is not available yet: use --mode natural.`);
   }
   if (settings.toolProtocol !== "native") {
-    throw new AgentloopError("config", `--tool-protocol ${settings.toolProtocol} is not available yet: use native.`);
+    throw new AgentloopError(
+      "config",
+      `--tool-protocol ${settings.toolProtocol} is not available yet: use native.`,
+    );
   }
   const tools: Tool[] = settings.builtinTools ? builtinTools() : [];
-  return new Agent({ model, instructions: settings.instructions, tools, maxIterations: settings.maxIterations });
+  return new Agent({
+    model,
+    instructions: settings.instructions,
+    tools,
+    maxIterations: settings.maxIterations,
+  });
 }
 
 /** `agentloop run`: one task; the answer on stdout, progress on stderr. Resolves to the exit code. */
@@ -74,7 +85,8 @@ export async function runCommand(prompt: string, flags: CliFlags): Promise<numbe
       if (next.done) {
         const result = next.value;
         if (!flags.json) {
-          if (result.output !== "" || result.stopReason === "final_answer") await writeOut(`${result.output}\n`);
+          if (result.output !== "" || result.stopReason === "final_answer")
+            await writeOut(`${result.output}\n`);
           const line = stopLine(result.stopReason, result.iterations, result.error);
           if (line) process.stderr.write(`${line}\n`);
         }

@@ -10,7 +10,11 @@ const add = defineTool({
   execute: ({ a, b }) => a + b,
 });
 
-async function collect(agent: Agent, input: string, options = {}): Promise<{ events: AgentEvent[]; result: RunResult }> {
+async function collect(
+  agent: Agent,
+  input: string,
+  options = {},
+): Promise<{ events: AgentEvent[]; result: RunResult }> {
   const events: AgentEvent[] = [];
   const stream = agent.stream(input, options);
   while (true) {
@@ -22,10 +26,16 @@ async function collect(agent: Agent, input: string, options = {}): Promise<{ eve
 
 describe("Agent loop", () => {
   it("answers without tools in one model call", async () => {
-    const model = scriptedModel([{ text: "Paris is the capital of France.", usage: { inputTokens: 12, outputTokens: 7 } }]);
+    const model = scriptedModel([
+      { text: "Paris is the capital of France.", usage: { inputTokens: 12, outputTokens: 7 } },
+    ]);
     const agent = new Agent({ model, instructions: "Be brief.", tools: [add] });
     const { events, result } = await collect(agent, "Capital of France?");
-    expect(result).toMatchObject({ output: "Paris is the capital of France.", stopReason: "final_answer", iterations: 1 });
+    expect(result).toMatchObject({
+      output: "Paris is the capital of France.",
+      stopReason: "final_answer",
+      iterations: 1,
+    });
     expect(result.usage).toEqual({ inputTokens: 12, outputTokens: 7 });
     expect(model.requests).toHaveLength(1);
     expect(model.requests[0]?.system).toBe("Be brief.");
@@ -68,8 +78,17 @@ describe("Agent loop", () => {
       { role: "tool", toolCallId: "c1", name: "add", content: "5", isError: false },
       { role: "assistant", content: "The sum is 5." },
     ]);
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ role: "tool", toolCallId: "c1", content: "5" });
-    expect(events.filter((e) => e.type === "thinking").map((e) => e.text).join("")).toBe("I should add.");
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      role: "tool",
+      toolCallId: "c1",
+      content: "5",
+    });
+    expect(
+      events
+        .filter((e) => e.type === "thinking")
+        .map((e) => e.text)
+        .join(""),
+    ).toBe("I should add.");
     expect(events.find((e) => e.type === "tool_call")).toEqual({
       type: "tool_call",
       id: "c1",
@@ -149,7 +168,9 @@ describe("Agent loop", () => {
     ]);
     const [unknown, json, schema, thrown] = results.map((m) => m.content);
     expect(unknown).toBe("Unknown tool 'nope'. Available tools: add, boom.");
-    expect(json).toMatch(/^Invalid JSON in the arguments of 'add': .+Send the arguments as one JSON object\.$/);
+    expect(json).toMatch(
+      /^Invalid JSON in the arguments of 'add': .+Send the arguments as one JSON object\.$/,
+    );
     expect(schema).toMatch(/^Invalid arguments for 'add': b: /);
     expect(thrown).toBe("disk on fire");
     expect(events.find((e) => e.type === "tool_call" && e.id === "j")).toMatchObject({ arguments: {} });
@@ -167,7 +188,11 @@ describe("Agent loop", () => {
     });
     const model = scriptedModel([{ toolCalls: [{ name: "hang", arguments: {} }] }, { text: "gave up" }]);
     const result = await new Agent({ model, tools: [hang] }).run("wait");
-    expect(result.messages[2]).toMatchObject({ role: "tool", isError: true, content: "Tool 'hang' timed out after 20 ms." });
+    expect(result.messages[2]).toMatchObject({
+      role: "tool",
+      isError: true,
+      content: "Tool 'hang' timed out after 20 ms.",
+    });
     expect(result.output).toBe("gave up");
   });
 
@@ -194,7 +219,12 @@ describe("Agent loop", () => {
       execute: (args) => ({ echo: args.q, n: 1 }),
     });
     const model = scriptedModel([
-      { toolCalls: [{ name: "info", arguments: { q: "hi" } }, { name: "info", arguments: { q: 3 } }] },
+      {
+        toolCalls: [
+          { name: "info", arguments: { q: "hi" } },
+          { name: "info", arguments: { q: 3 } },
+        ],
+      },
       { text: "ok" },
     ]);
     const result = await new Agent({ model, tools: [info] }).run("go");
@@ -204,7 +234,10 @@ describe("Agent loop", () => {
   });
 
   it("stops at max iterations with the last assistant text", async () => {
-    const model = scriptedModel(() => ({ text: "still working", toolCalls: [{ name: "add", arguments: { a: 1, b: 1 } }] }));
+    const model = scriptedModel(() => ({
+      text: "still working",
+      toolCalls: [{ name: "add", arguments: { a: 1, b: 1 } }],
+    }));
     const { events, result } = await collect(new Agent({ model, tools: [add], maxIterations: 3 }), "loop");
     expect(result).toMatchObject({ stopReason: "max_iterations", iterations: 3, output: "still working" });
     expect(model.requests).toHaveLength(3);
@@ -225,8 +258,17 @@ describe("Agent loop", () => {
         return new Promise(() => {});
       },
     });
-    const model = scriptedModel([{ toolCalls: [{ id: "a", name: "slow" }, { id: "b", name: "add", arguments: { a: 1, b: 2 } }] }]);
-    const { events, result } = await collect(new Agent({ model, tools: [slow, add] }), "go", { signal: controller.signal });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "a", name: "slow" },
+          { id: "b", name: "add", arguments: { a: 1, b: 2 } },
+        ],
+      },
+    ]);
+    const { events, result } = await collect(new Agent({ model, tools: [slow, add] }), "go", {
+      signal: controller.signal,
+    });
     expect(result.stopReason).toBe("aborted");
     expect(toolSignal?.aborted).toBe(true);
     // No call is left without a result, so the history can be continued.
@@ -237,13 +279,20 @@ describe("Agent loop", () => {
 
   it("aborts when the run's time limit passes", async () => {
     const model = scriptedModel([{ toolCalls: [{ name: "hang" }] }]);
-    const hang = defineTool({ name: "hang", description: "Hangs.", parameters: z.object({}), execute: () => new Promise(() => {}) });
+    const hang = defineTool({
+      name: "hang",
+      description: "Hangs.",
+      parameters: z.object({}),
+      execute: () => new Promise(() => {}),
+    });
     const result = await new Agent({ model, tools: [hang] }).run("go", { timeoutMs: 30 });
     expect(result.stopReason).toBe("aborted");
   });
 
   it("ends with model_error and an error event when the model fails", async () => {
-    const model = scriptedModel([{ error: { code: "http_500", message: "Model API error (HTTP 500): boom", status: 500 } }]);
+    const model = scriptedModel([
+      { error: { code: "http_500", message: "Model API error (HTTP 500): boom", status: 500 } },
+    ]);
     const { events, result } = await collect(new Agent({ model }), "hi");
     expect(result.stopReason).toBe("model_error");
     expect(result.error).toEqual({ code: "http_500", message: "Model API error (HTTP 500): boom" });
@@ -256,7 +305,11 @@ describe("Agent loop", () => {
     const first = await agent.run("I am Ada.");
     const second = await agent.run("What is my name?", { history: first.messages });
     expect(second.output).toBe("Your name is Ada.");
-    expect(model.requests[1]?.messages.map((m) => m.content)).toEqual(["I am Ada.", "Hello Ada.", "What is my name?"]);
+    expect(model.requests[1]?.messages.map((m) => m.content)).toEqual([
+      "I am Ada.",
+      "Hello Ada.",
+      "What is my name?",
+    ]);
     expect(first.messages).toHaveLength(2);
   });
 
@@ -283,7 +336,10 @@ describe("Agent loop", () => {
         return "ok";
       },
     });
-    const model = scriptedModel([{ toolCalls: [{ name: "exclusive" }, { name: "exclusive" }, { name: "exclusive" }] }, { text: "ok" }]);
+    const model = scriptedModel([
+      { toolCalls: [{ name: "exclusive" }, { name: "exclusive" }, { name: "exclusive" }] },
+      { text: "ok" },
+    ]);
     const result = await new Agent({ model, tools: [exclusive] }).run("go");
     expect(most).toBe(1);
     expect(result.messages.filter((m) => m.role === "tool")).toHaveLength(3);
@@ -293,8 +349,8 @@ describe("Agent loop", () => {
     const model = scriptedModel([]);
     expect(() => new Agent({ model, tools: [add, add] })).toThrow("Two tools are named 'add'");
     expect(() => new Agent({ model, maxIterations: 0 })).toThrow("maxIterations must be a positive integer");
-    expect(() => defineTool({ name: "bad name", description: "", parameters: z.object({}), execute: () => "" })).toThrow(
-      "Tool name 'bad name' is invalid",
-    );
+    expect(() =>
+      defineTool({ name: "bad name", description: "", parameters: z.object({}), execute: () => "" }),
+    ).toThrow("Tool name 'bad name' is invalid");
   });
 });

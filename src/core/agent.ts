@@ -47,13 +47,19 @@ export class Agent {
     const seen = new Set<string>();
     for (const tool of options.tools ?? []) {
       if (seen.has(tool.name)) {
-        throw new AgentloopError("invalid_tool", `Two tools are named '${tool.name}': tool names must be unique.`);
+        throw new AgentloopError(
+          "invalid_tool",
+          `Two tools are named '${tool.name}': tool names must be unique.`,
+        );
       }
       seen.add(tool.name);
     }
     const maxIterations = options.maxIterations ?? DEFAULTS.maxIterations;
     if (!Number.isInteger(maxIterations) || maxIterations < 1) {
-      throw new AgentloopError("invalid_option", `maxIterations must be a positive integer, got ${maxIterations}.`);
+      throw new AgentloopError(
+        "invalid_option",
+        `maxIterations must be a positive integer, got ${maxIterations}.`,
+      );
     }
     this.options = options;
   }

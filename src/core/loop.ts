@@ -29,7 +29,11 @@ export interface LoopOptions {
 export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent, RunResult> {
   const { model, history, signal } = options;
   const tools = new Map(options.tools.map((tool) => [tool.name, tool]));
-  const specs: ToolSpec[] = options.tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
+  const specs: ToolSpec[] = options.tools.map(({ name, description, parameters }) => ({
+    name,
+    description,
+    parameters,
+  }));
   const usage = emptyUsage();
   let iterations = 0;
   let output = "";
@@ -51,7 +55,10 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
 
     let reply: ModelReply | undefined;
     let failure: ModelError | undefined;
-    for await (const event of model.stream({ system: options.system, messages: history, tools: specs }, { signal })) {
+    for await (const event of model.stream(
+      { system: options.system, messages: history, tools: specs },
+      { signal },
+    )) {
       if (event.type === "text_delta") yield { type: "message_delta", text: event.text };
       else if (event.type === "thinking_delta") yield { type: "thinking", text: event.text };
       else if (event.type === "done") reply = event.message;
@@ -59,7 +66,10 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
     }
     if (signal.aborted || failure?.code === "aborted") return yield* complete(finish("aborted"));
     if (!reply) {
-      const error = failure ?? { message: "The model stream ended without a reply.", code: "invalid_response" };
+      const error = failure ?? {
+        message: "The model stream ended without a reply.",
+        code: "invalid_response",
+      };
       yield { type: "error", message: error.message, code: error.code };
       return yield* complete(finish("model_error", error));
     }
@@ -95,7 +105,13 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
     let breaker: CallOutcome | undefined;
     for (const outcome of outcomes) {
       const call = reply.toolCalls[outcome.index] as (typeof reply.toolCalls)[number];
-      history.push({ role: "tool", toolCallId: call.id, name: call.name, content: outcome.content, isError: outcome.isError });
+      history.push({
+        role: "tool",
+        toolCallId: call.id,
+        name: call.name,
+        content: outcome.content,
+        isError: outcome.isError,
+      });
       if (outcome.breaksLoop && !breaker) breaker = outcome;
     }
 

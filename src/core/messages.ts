@@ -53,6 +53,7 @@ export function emptyUsage(): Usage {
 export function addUsage(a: Usage, b: Usage): void {
   a.inputTokens += b.inputTokens;
   a.outputTokens += b.outputTokens;
-  if (b.cachedInputTokens !== undefined) a.cachedInputTokens = (a.cachedInputTokens ?? 0) + b.cachedInputTokens;
+  if (b.cachedInputTokens !== undefined)
+    a.cachedInputTokens = (a.cachedInputTokens ?? 0) + b.cachedInputTokens;
   if (b.reasoningTokens !== undefined) a.reasoningTokens = (a.reasoningTokens ?? 0) + b.reasoningTokens;
 }

@@ -1,4 +1,13 @@
 export type {
+  FakeOpenAIServer,
+  FakeReply,
+  FakeRequest,
+  FakeResponder,
+  FakeResponse,
+  FakeToolCall,
+} from "./fake-openai-server.js";
+export { startFakeOpenAIServer } from "./fake-openai-server.js";
+export type {
   ScriptedError,
   ScriptedModel,
   ScriptedModelOptions,

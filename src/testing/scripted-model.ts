@@ -18,7 +18,10 @@ export interface ScriptedError {
 
 export type ScriptedStep = ScriptedReply | ScriptedError;
 
-export type ScriptedResponder = (request: ModelRequest, callIndex: number) => ScriptedStep | Promise<ScriptedStep>;
+export type ScriptedResponder = (
+  request: ModelRequest,
+  callIndex: number,
+) => ScriptedStep | Promise<ScriptedStep>;
 
 export interface ScriptedModelOptions {
   id?: string;
@@ -39,7 +42,10 @@ export interface ScriptedModel extends Model {
  * call past the end fails the run with code "script_exhausted"; with a function, the
  * function decides. Honours the abort signal between deltas.
  */
-export function scriptedModel(script: readonly ScriptedStep[] | ScriptedResponder, options: ScriptedModelOptions = {}): ScriptedModel {
+export function scriptedModel(
+  script: readonly ScriptedStep[] | ScriptedResponder,
+  options: ScriptedModelOptions = {},
+): ScriptedModel {
   const requests: ModelRequest[] = [];
   const chunkSize = Math.max(1, options.chunkSize ?? 8);
   let nextIndex = 0;
@@ -49,7 +55,10 @@ export function scriptedModel(script: readonly ScriptedStep[] | ScriptedResponde
     get remaining() {
       return typeof script === "function" ? 0 : Math.max(0, script.length - nextIndex);
     },
-    async *stream(request: ModelRequest, { signal }: { signal?: AbortSignal } = {}): AsyncGenerator<ModelEvent> {
+    async *stream(
+      request: ModelRequest,
+      { signal }: { signal?: AbortSignal } = {},
+    ): AsyncGenerator<ModelEvent> {
       const callIndex = nextIndex++;
       requests.push({ ...request, messages: [...request.messages] });
       let step: ScriptedStep | undefined;
@@ -68,8 +77,14 @@ export function scriptedModel(script: readonly ScriptedStep[] | ScriptedResponde
         yield { type: "error", error: step.error };
         return;
       }
-      const aborted = (): ModelEvent => ({ type: "error", error: { code: "aborted", message: "The model call was aborted." } });
-      for (const [kind, text] of [["thinking_delta", step.thinking], ["text_delta", step.text]] as const) {
+      const aborted = (): ModelEvent => ({
+        type: "error",
+        error: { code: "aborted", message: "The model call was aborted." },
+      });
+      for (const [kind, text] of [
+        ["thinking_delta", step.thinking],
+        ["text_delta", step.text],
+      ] as const) {
         for (let i = 0; text && i < text.length; i += chunkSize) {
           if (signal?.aborted) return yield aborted();
           yield { type: kind, text: text.slice(i, i + chunkSize) };

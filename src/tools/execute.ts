@@ -58,7 +58,13 @@ export function prepareCall(call: ToolCall, index: number, tools: ReadonlyMap<st
   }
   const checked = tool.validate(args);
   if (!checked.ok) {
-    return { index, call, arguments: args, tool, error: `Invalid arguments for '${call.name}': ${checked.message}` };
+    return {
+      index,
+      call,
+      arguments: args,
+      tool,
+      error: `Invalid arguments for '${call.name}': ${checked.message}`,
+    };
   }
   return { index, call, arguments: args, tool, value: checked.value };
 }
@@ -105,7 +111,13 @@ export async function* executeCalls(
   const scheduling = (async () => {
     for (const prepared of calls) {
       if (prepared.error !== undefined) {
-        report({ index: prepared.index, content: prepared.error, isError: true, durationMs: 0, breaksLoop: false });
+        report({
+          index: prepared.index,
+          content: prepared.error,
+          isError: true,
+          durationMs: 0,
+          breaksLoop: false,
+        });
         continue;
       }
       if (prepared.tool?.sequential) {
@@ -154,10 +166,14 @@ async function runOne(prepared: PreparedCall, options: ExecuteOptions): Promise<
           controller.abort();
         }, timeoutMs);
       }
-      controller.signal.addEventListener("abort", () => reject(new Error("The run was aborted.")), { once: true });
+      controller.signal.addEventListener("abort", () => reject(new Error("The run was aborted.")), {
+        once: true,
+      });
     });
     const result = await Promise.race([
-      Promise.resolve().then(() => tool.execute(prepared.value, { signal: controller.signal, toolCallId: prepared.call.id })),
+      Promise.resolve().then(() =>
+        tool.execute(prepared.value, { signal: controller.signal, toolCallId: prepared.call.id }),
+      ),
       stopped,
     ]);
     content = serialiseResult(result);
@@ -175,7 +191,13 @@ async function runOne(prepared: PreparedCall, options: ExecuteOptions): Promise<
     typeof breaks === "function"
       ? safePredicate(() => breaks(prepared.value, { content, isError }))
       : breaks === true && !isError;
-  return { index: prepared.index, content, isError, durationMs: Math.round(performance.now() - started), breaksLoop };
+  return {
+    index: prepared.index,
+    content,
+    isError,
+    durationMs: Math.round(performance.now() - started),
+    breaksLoop,
+  };
 }
 
 function safePredicate(predicate: () => boolean): boolean {

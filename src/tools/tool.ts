@@ -91,7 +91,10 @@ export function defineTool(definition: ZodToolDefinition<z.ZodType> | JsonSchema
       jsonSchema = { type: "object", properties: {}, ...parameters };
     }
   } catch (error) {
-    throw new AgentloopError("invalid_tool", `Tool '${name}' has an unusable parameters schema: ${String(error)}`);
+    throw new AgentloopError(
+      "invalid_tool",
+      `Tool '${name}' has an unusable parameters schema: ${String(error)}`,
+    );
   }
   return {
     name,
@@ -111,7 +114,10 @@ function isZodSchema(value: unknown): value is z.ZodType {
 
 /** The JSON Schema sent to providers: the input shape, without the `$schema` marker. */
 function toolJsonSchema(schema: z.ZodType): JsonSchema {
-  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as JsonSchema;
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, {
+    io: "input",
+    unrepresentable: "any",
+  }) as JsonSchema;
   return rest;
 }
 

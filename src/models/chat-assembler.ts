@@ -1,0 +1,180 @@
+import type { Usage } from "../core/messages.js";
+import type { ModelEvent, ModelReply } from "./adapter.js";
+
+/**
+ * Assembles OpenAI-compatible Chat Completions output into a `ModelReply`. Pure: no I/O.
+ *
+ * Streaming: call `push(chunk)` with each parsed `chat.completion.chunk` (it returns the
+ * `text_delta` / `thinking_delta` events to emit), then `complete` tells whether the stream
+ * ended properly (a finish_reason or a usage report arrived) and `reply()` gives the result.
+ * Non-streaming: `completionToReply(json)` maps a whole `chat.completion`.
+ *
+ * Tolerated provider quirks: chunks with empty `choices` (Azure `prompt_filter_results`, usage
+ * chunks), `usage: null`, usage on the finish chunk or in groq's `x_groq.usage`; reasoning in
+ * `delta.reasoning_content` or `delta.reasoning`; tool calls with arguments split over many chunks,
+ * interleaved by `index`, an `index` that does not start at 0 or is missing (continues the current
+ * call), `id` only on the first delta, `"id": ""` on continuations, an index reused for a new call
+ * (a new non-empty id starts a new call), `function.arguments` as an object (serialised to JSON),
+ * and a whole call in one delta. Only choice 0 is read. Tool calls keep their order of first
+ * appearance; a call that never got an id gets `call_<n>` (n = its position).
+ */
+
+type Json = Record<string, unknown>;
+
+interface PendingCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+/** Maps an OpenAI-style usage object; `undefined` when there is none. */
+export function mapUsage(raw: unknown): Usage | undefined {
+  if (!isObject(raw)) return undefined;
+  const usage: Usage = {
+    inputTokens: num(raw.prompt_tokens) ?? num(raw.input_tokens) ?? 0,
+    outputTokens: num(raw.completion_tokens) ?? num(raw.output_tokens) ?? 0,
+  };
+  const prompt = raw.prompt_tokens_details ?? raw.input_tokens_details;
+  const cached = isObject(prompt) ? num(prompt.cached_tokens) : undefined;
+  if (cached !== undefined) usage.cachedInputTokens = cached;
+  const completion = raw.completion_tokens_details ?? raw.output_tokens_details;
+  const reasoning = isObject(completion) ? num(completion.reasoning_tokens) : undefined;
+  if (reasoning !== undefined) usage.reasoningTokens = reasoning;
+  return usage;
+}
+
+/** Tool-call arguments as text: strings as sent, objects (Ollama style) serialised. */
+function argumentsText(v: unknown): string {
+  if (typeof v === "string") return v;
+  if (v === undefined || v === null) return "";
+  return JSON.stringify(v);
+}
+
+/** Reasoning text of a delta or message: `reasoning_content` (DeepSeek, vLLM) or `reasoning` (groq, Ollama, OpenRouter). */
+function reasoningText(o: Json): string {
+  return str(o.reasoning_content) || str(o.reasoning) || "";
+}
+
+function choiceZero(chunk: Json): Json | undefined {
+  if (!Array.isArray(chunk.choices)) return undefined;
+  const choices = chunk.choices.filter(isObject);
+  return choices.find((c) => (num(c.index) ?? 0) === 0) ?? undefined;
+}
+
+export class ChatStreamAssembler {
+  private content = "";
+  private thinking = "";
+  private finishReason: string | undefined;
+  private usage: Usage | undefined;
+  private readonly calls: PendingCall[] = [];
+  /** The call each wire `index` currently refers to (a reused index moves to the newer call). */
+  private readonly byIndex = new Map<number, PendingCall>();
+  /** The call the last tool-call delta went to (target of deltas without `index`). */
+  private current: PendingCall | undefined;
+
+  /** Feeds one parsed chunk; returns the delta events it produced, in order. */
+  push(chunk: unknown): ModelEvent[] {
+    if (!isObject(chunk)) return [];
+    const usage =
+      mapUsage(chunk.usage) ?? (isObject(chunk.x_groq) ? mapUsage(chunk.x_groq.usage) : undefined);
+    if (usage) this.usage = usage;
+    const choice = choiceZero(chunk);
+    if (!choice) return [];
+    const events: ModelEvent[] = [];
+    const delta = isObject(choice.delta) ? choice.delta : isObject(choice.message) ? choice.message : {};
+    const reasoning = reasoningText(delta);
+    if (reasoning) {
+      this.thinking += reasoning;
+      events.push({ type: "thinking_delta", text: reasoning });
+    }
+    // A refusal is the visible answer of a model that declined; treat it as text.
+    const text = (str(delta.content) ?? "") + (str(delta.refusal) ?? "");
+    if (text) {
+      this.content += text;
+      events.push({ type: "text_delta", text });
+    }
+    if (Array.isArray(delta.tool_calls))
+      for (const tc of delta.tool_calls) if (isObject(tc)) this.addToolDelta(tc);
+    const finish = str(choice.finish_reason);
+    if (finish) this.finishReason = finish;
+    return events;
+  }
+
+  private addToolDelta(tc: Json): void {
+    const id = str(tc.id) || undefined; // "" on continuations is not a new id
+    const index = num(tc.index);
+    const fn = isObject(tc.function) ? tc.function : {};
+    const name = str(fn.name) ?? "";
+    const args = argumentsText(fn.arguments);
+    let target = id === undefined ? undefined : this.calls.find((c) => c.id === id);
+    if (!target) {
+      const base = index === undefined ? this.current : this.byIndex.get(index);
+      // Same call unless a new id arrives for a call that already has a different one.
+      if (base && (id === undefined || base.id === "")) target = base;
+    }
+    if (!target) {
+      if (id === undefined && !name && !args) return; // nothing to start a call with
+      target = { id: "", name: "", arguments: "" };
+      this.calls.push(target);
+    }
+    if (id !== undefined && target.id === "") target.id = id;
+    if (name && !target.name) target.name = name;
+    target.arguments += args;
+    if (index !== undefined) this.byIndex.set(index, target);
+    this.current = target;
+  }
+
+  /** True once the stream said it was finished: a finish_reason or a usage report arrived. */
+  get complete(): boolean {
+    return this.finishReason !== undefined || this.usage !== undefined;
+  }
+
+  /** The assembled reply so far (call after the stream ended and `complete` is true). */
+  reply(): ModelReply {
+    const toolCalls = this.calls
+      .filter((c) => c.id || c.name || c.arguments)
+      .map((c, i) => ({ id: c.id || `call_${i}`, name: c.name, arguments: c.arguments }));
+    const reply: ModelReply = {
+      content: this.content,
+      toolCalls,
+      finishReason: this.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
+      usage: this.usage ?? { inputTokens: 0, outputTokens: 0 },
+    };
+    if (this.thinking) reply.thinking = this.thinking;
+    return reply;
+  }
+}
+
+/**
+ * Maps a non-streaming `chat.completion` body (choice 0's `message`, with a non-standard
+ * `message.reasoning` / `reasoning_content` as thinking). Each entry of `message.tool_calls` is
+ * its own call. Returns `undefined` when the body has no choice with a message.
+ */
+export function completionToReply(body: unknown): ModelReply | undefined {
+  if (!isObject(body)) return undefined;
+  const choice = choiceZero(body);
+  if (!choice || !isObject(choice.message)) return undefined;
+  const message = choice.message;
+  const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
+  const toolCalls = calls.map((tc, i) => {
+    const fn = isObject(tc.function) ? tc.function : {};
+    return {
+      id: str(tc.id) || `call_${i}`,
+      name: str(fn.name) ?? "",
+      arguments: argumentsText(fn.arguments),
+    };
+  });
+  const reply: ModelReply = {
+    content: (str(message.content) ?? "") + (str(message.refusal) ?? ""),
+    toolCalls,
+    finishReason: str(choice.finish_reason) ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
+    usage: mapUsage(body.usage) ?? { inputTokens: 0, outputTokens: 0 },
+  };
+  const thinking = reasoningText(message);
+  if (thinking) reply.thinking = thinking;
+  return reply;
+}

@@ -1,0 +1,34 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+
+const dist = (path: string) => readFileSync(new URL(`../dist/${path}`, import.meta.url), "utf8");
+
+/** Every relative import reachable from a built entry point. */
+function reachable(entry: string, seen = new Set<string>()): Set<string> {
+  if (seen.has(entry)) return seen;
+  seen.add(entry);
+  const source = dist(entry);
+  for (const [, spec] of source.matchAll(/from "([^"]+)"/g)) {
+    if (spec?.startsWith(".")) reachable(new URL(spec, `file:///${entry}`).pathname.slice(1), seen);
+    else if (spec) seen.add(`pkg:${spec}`);
+  }
+  return seen;
+}
+
+describe("public surface", () => {
+  it("keeps the root export free of provider SDKs, the CLI and test helpers", () => {
+    const modules = [...reachable("index.js")];
+    expect(modules.filter((m) => m.startsWith("pkg:")).sort()).toEqual(["pkg:zod"]);
+    expect(modules.some((m) => m.startsWith("cli/") || m.startsWith("testing/"))).toBe(false);
+  });
+
+  it("exposes the documented entry points", async () => {
+    const root = await import("agentloop");
+    expect(Object.keys(root).sort()).toEqual(["Agent", "AgentloopError", "DEFAULTS", "defineTool"]);
+    const testing = await import("agentloop/testing");
+    expect(typeof testing.scriptedModel).toBe("function");
+    expect(typeof testing.startFakeOpenAIServer).toBe("function");
+    const openai = await import("agentloop/openai");
+    expect(typeof openai.openAIChatModel).toBe("function");
+  });
+});

@@ -1,0 +1,41 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+export const CLI = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built `agentloop` binary with a clean environment plus `env`. */
+export function runCli(
+  args: string[],
+  options: {
+    env?: Record<string, string>;
+    cwd?: string;
+    input?: string;
+    onSpawn?: (kill: (signal: NodeJS.Signals) => void) => void;
+  } = {},
+): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: options.cwd ?? process.cwd(),
+      env: { PATH: process.env.PATH ?? "", ...options.env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      stdout += d;
+    });
+    child.stderr.setEncoding("utf8").on("data", (d: string) => {
+      stderr += d;
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(options.input ?? "");
+    options.onSpawn?.((signal) => child.kill(signal));
+  });
+}
