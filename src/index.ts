@@ -1,7 +1,7 @@
 export type { AgentOptions, RunOptions } from "./core/agent.js";
 export { Agent, DEFAULTS } from "./core/agent.js";
 export { AgentloopError } from "./core/errors.js";
-export type { AgentEvent, AgentEventType, RunResult, StopReason } from "./core/events.js";
+export type { AgentEvent, AgentEventType, IterationRecord, RunResult, StopReason } from "./core/events.js";
 export type {
   AssistantMessage,
   Message,
@@ -10,6 +10,7 @@ export type {
   Usage,
   UserMessage,
 } from "./core/messages.js";
+export type { Mode, ToolProtocol } from "./core/prompt.js";
 export type { Model, ModelError, ModelEvent, ModelReply, ModelRequest, ToolSpec } from "./models/adapter.js";
 export type {
   JsonSchema,

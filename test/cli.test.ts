@@ -273,3 +273,71 @@ describe("agentloop usage errors", () => {
     expect(tools[0].parameters.properties.expression.type).toBe("string");
   });
 });
+
+describe("agentloop run termination", () => {
+  it("ends with task_completion in explicit mode", async () => {
+    const env = await serve([
+      { text: "Let me think." },
+      { toolCalls: [{ name: "task_completion", arguments: { result: "All done: 42." } }] },
+    ]);
+    const run = await runCli(["run", "--mode", "explicit", "do it"], { env });
+    expect(run).toMatchObject({ code: 0, stdout: "All done: 42.\n" });
+    const names = server?.requests[0]?.body.tools.map((t: { function: { name: string } }) => t.function.name);
+    expect(names).toEqual([
+      "calculator",
+      "get_current_time",
+      "convert_temperature",
+      "task_completion",
+      "ask_question",
+      "converse",
+    ]);
+    expect(server?.requests[1]?.body.messages.at(-1).content).toContain("use task_completion when done");
+  });
+
+  it("prints the question and exits 6 on ask_question", async () => {
+    const env = await serve([
+      { toolCalls: [{ name: "ask_question", arguments: { question: "Which city do you mean?" } }] },
+    ]);
+    const run = await runCli(["run", "--mode", "explicit", "weather?"], { env });
+    expect(run.code).toBe(6);
+    expect(run.stdout).toBe("Which city do you mean?\n");
+    expect(run.stderr).toContain("asked a question");
+  });
+
+  it("exits 4 when the circuit breaker trips", async () => {
+    const env = await serve(() => ({
+      toolCalls: [{ name: "calculator", arguments: { expression: "1/0" } }],
+    }));
+    const run = await runCli(["run", "divide by zero"], { env });
+    expect(run.code).toBe(4);
+    expect(run.stderr).toBe(
+      'agentloop: circuit_breaker: The same error repeated 3 times in a row: calculator({"expression":"1/0"}) -> Division by zero at position 2\n',
+    );
+  });
+
+  it("speaks the XML tool protocol with --tool-protocol xml", async () => {
+    const block =
+      '<tool>{"server_name": "local", "tool_name": "calculator", "arguments": {"expression": "6*7"}}</tool>';
+    const env = await serve([{ text: `Computing. ${block}` }, { text: "It is 42." }]);
+    const run = await runCli(["run", "--tool-protocol", "xml", "--json", "6*7?"], { env });
+    expect(run.code).toBe(0);
+    const first = server?.requests[0]?.body;
+    expect(first.tools).toBeUndefined();
+    expect(first.messages[0].content).toContain('"tool_name"');
+    expect(first.messages[0].content).toContain("calculator");
+    expect(server?.requests[1]?.body.messages.at(-1)).toEqual({
+      role: "user",
+      content: "Tool 'calculator' result:\n42",
+    });
+    const events = run.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    const text = events
+      .filter((e) => e.type === "message_delta")
+      .map((e) => e.text)
+      .join("");
+    expect(text).not.toContain("<tool>");
+    expect(events.at(-1)).toMatchObject({ type: "turn_complete", output: "It is 42." });
+  });
+});

@@ -38,21 +38,14 @@ export function createModel(settings: Settings): Model {
 }
 
 export function createAgent(settings: Settings, model: Model): Agent {
-  if (settings.mode !== "natural") {
-    throw new AgentloopError("config", `--mode ${settings.mode} is not available yet: use --mode natural.`);
-  }
-  if (settings.toolProtocol !== "native") {
-    throw new AgentloopError(
-      "config",
-      `--tool-protocol ${settings.toolProtocol} is not available yet: use native.`,
-    );
-  }
   const tools: Tool[] = settings.builtinTools ? builtinTools() : [];
   return new Agent({
     model,
     instructions: settings.instructions,
     tools,
     maxIterations: settings.maxIterations,
+    mode: settings.mode,
+    toolProtocol: settings.toolProtocol,
   });
 }
 

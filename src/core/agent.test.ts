@@ -353,4 +353,26 @@ describe("Agent loop", () => {
       defineTool({ name: "bad name", description: "", parameters: z.object({}), execute: () => "" }),
     ).toThrow("Tool name 'bad name' is invalid");
   });
+  it("streams a tool's progress reports as tool_progress events before its result", async () => {
+    const long = defineTool({
+      name: "long",
+      description: "Reports progress.",
+      parameters: z.object({}),
+      execute: async (_args, { onProgress }) => {
+        onProgress?.({ progress: 1, total: 2, message: "half way" });
+        await new Promise((resolve) => setImmediate(resolve));
+        onProgress?.({ progress: 2, total: 2 });
+        return "finished";
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ id: "p", name: "long" }] }, { text: "ok" }]);
+    const { events } = await collect(new Agent({ model, tools: [long] }), "go");
+    const toolEvents = events.filter((e) => e.type.startsWith("tool_"));
+    expect(toolEvents).toMatchObject([
+      { type: "tool_call", id: "p" },
+      { type: "tool_progress", id: "p", name: "long", progress: 1, total: 2, message: "half way" },
+      { type: "tool_progress", id: "p", progress: 2, total: 2 },
+      { type: "tool_result", id: "p", content: "finished" },
+    ]);
+  });
 });

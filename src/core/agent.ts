@@ -1,9 +1,12 @@
 import type { Model } from "../models/adapter.js";
+import { xmlToolProtocol } from "../models/xml-protocol.js";
+import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
 import { AgentloopError } from "./errors.js";
 import type { AgentEvent, RunResult } from "./events.js";
 import { runLoop } from "./loop.js";
 import type { Message } from "./messages.js";
+import type { Mode, ToolProtocol } from "./prompt.js";
 
 export interface AgentOptions {
   model: Model;
@@ -11,6 +14,21 @@ export interface AgentOptions {
   instructions?: string;
   /** Tools offered to the model, in this order. Names must be unique. */
   tools?: readonly Tool[];
+  /**
+   * `natural` (default): a reply without a tool call is the final answer. `explicit`: the agent
+   * must end the run by calling `task_completion`, `ask_question` or `converse` (added to the
+   * tools); a reply without a tool call gets a correction and the loop goes on.
+   */
+  mode?: Mode;
+  /**
+   * `native` (default): the provider's function calling. `xml`: tools are described in the
+   * system prompt and called with `<tool>{...}</tool>` blocks in the reply text.
+   */
+  toolProtocol?: ToolProtocol;
+  /** Identical failures in a row (same tool, arguments and error) that stop the run. Default 3. */
+  circuitBreakerThreshold?: number;
+  /** Identical calls in a row after which the model is warned. Default 3. */
+  repetitionThreshold?: number;
   /** Model calls per run before it stops with `max_iterations`. Default 10. */
   maxIterations?: number;
   /** Time limit of one tool call unless the tool sets its own. Default 60,000 ms. */
@@ -37,15 +55,21 @@ export const DEFAULTS = {
   toolTimeoutMs: 60_000,
   maxToolResultChars: 32_000,
   toolConcurrency: 8,
+  circuitBreakerThreshold: 3,
+  repetitionThreshold: 3,
 } as const;
 
 /** An agent: instructions, a model, tools and policies. `run()` is `stream()` consumed. */
 export class Agent {
   readonly options: Readonly<AgentOptions>;
+  /** Every tool offered, in order: the agent's own, then the loop-breaking ones in explicit mode. */
+  readonly tools: readonly Tool[];
+  private readonly model: Model;
 
   constructor(options: AgentOptions) {
+    const tools = [...(options.tools ?? []), ...(options.mode === "explicit" ? loopBreakingTools() : [])];
     const seen = new Set<string>();
-    for (const tool of options.tools ?? []) {
+    for (const tool of tools) {
       if (seen.has(tool.name)) {
         throw new AgentloopError(
           "invalid_tool",
@@ -61,7 +85,15 @@ export class Agent {
         `maxIterations must be a positive integer, got ${maxIterations}.`,
       );
     }
+    for (const name of ["circuitBreakerThreshold", "repetitionThreshold", "toolConcurrency"] as const) {
+      const value = options[name];
+      if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
+        throw new AgentloopError("invalid_option", `${name} must be a positive integer, got ${value}.`);
+      }
+    }
     this.options = options;
+    this.tools = tools;
+    this.model = options.toolProtocol === "xml" ? xmlToolProtocol(options.model) : options.model;
   }
 
   /** Runs to a stop and returns the result. Never rejects for model or tool failures. */
@@ -80,14 +112,18 @@ export class Agent {
     const active = signals.filter((s): s is AbortSignal => s !== undefined);
     const history: Message[] = [...(options.history ?? []), { role: "user", content: input }];
     const events = runLoop({
-      model: o.model,
-      system: o.instructions ?? "",
-      tools: o.tools ?? [],
+      model: this.model,
+      instructions: o.instructions ?? "",
+      mode: o.mode ?? "natural",
+      toolProtocol: o.toolProtocol ?? "native",
+      tools: this.tools,
       history,
       maxIterations: o.maxIterations ?? DEFAULTS.maxIterations,
       toolConcurrency: o.toolConcurrency ?? DEFAULTS.toolConcurrency,
       toolTimeoutMs: o.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs,
       maxToolResultChars: o.maxToolResultChars ?? DEFAULTS.maxToolResultChars,
+      circuitBreakerThreshold: o.circuitBreakerThreshold ?? DEFAULTS.circuitBreakerThreshold,
+      repetitionThreshold: o.repetitionThreshold ?? DEFAULTS.repetitionThreshold,
       signal: active.length === 1 ? (active[0] as AbortSignal) : AbortSignal.any(active),
     });
     while (true) {

@@ -19,6 +19,7 @@ export type AgentEvent =
   | { type: "message_delta"; text: string }
   | { type: "message"; content: string }
   | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> }
+  | { type: "tool_progress"; id: string; name: string; progress: number; total?: number; message?: string }
   | { type: "tool_result"; id: string; name: string; content: string; isError: boolean; durationMs: number }
   | { type: "turn_complete"; stopReason: StopReason; iterations: number; output: string; usage: Usage }
   | { type: "error"; message: string; code: string };
@@ -35,6 +36,22 @@ export interface RunResult {
   /** The whole conversation, previous turns included; pass it back as `history` to continue. */
   messages: Message[];
   usage: Usage;
+  /** One record per model call, for metrics. */
+  steps: IterationRecord[];
   /** Set when the run ended on an error (model_error, circuit_breaker, ...). */
   error?: { message: string; code: string };
+}
+
+/** What one iteration did and cost. */
+export interface IterationRecord {
+  iteration: number;
+  /** Wall time of the whole iteration: the model call and its tool calls. */
+  durationMs: number;
+  /** Wall time of the model call alone, until its reply was complete. */
+  modelMs: number;
+  /** The provider's finish reason ("stop", "tool_calls", "length", ...). */
+  finishReason: string;
+  usage: Usage;
+  toolCalls: number;
+  toolErrors: number;
 }

@@ -1,15 +1,26 @@
 import type { Model, ModelError, ModelReply, ToolSpec } from "../models/adapter.js";
 import { type CallOutcome, executeCalls, type PreparedCall, prepareCall } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
-import type { AgentEvent, RunResult, StopReason } from "./events.js";
+import type { AgentEvent, IterationRecord, RunResult, StopReason } from "./events.js";
 import { type AssistantMessage, addUsage, emptyUsage, type Message } from "./messages.js";
+import {
+  EXPLICIT_CORRECTION,
+  iterationWarning,
+  type Mode,
+  stablePrompt,
+  systemPrompt,
+  type ToolProtocol,
+} from "./prompt.js";
+import { CircuitBreaker, RepetitionGuard } from "./stop.js";
 
 /** Everything the loop needs, passed in. Defaults are applied by `Agent`. */
 export interface LoopOptions {
+  /** The model, already wrapped for the tool protocol. */
   model: Model;
-  /** The system prompt, assembled once per run. */
-  system: string;
-  /** Tools in the order they are offered to the model. */
+  instructions: string;
+  mode: Mode;
+  toolProtocol: ToolProtocol;
+  /** Tools in the order they are offered to the model (loop-breaking ones included). */
   tools: readonly Tool[];
   /** The conversation so far, ending with the new user message. The loop appends to it. */
   history: Message[];
@@ -17,74 +28,99 @@ export interface LoopOptions {
   toolConcurrency: number;
   toolTimeoutMs: number;
   maxToolResultChars: number;
+  circuitBreakerThreshold: number;
+  repetitionThreshold: number;
   signal: AbortSignal;
 }
 
 /**
- * The agent loop: an explicit iteration of model call, then the tool calls it asked for,
+ * The agent loop: an explicit iteration of one model call, then the tool calls it asked for,
  * until a stop condition. Yields the events of SPEC section 3 and returns the run's result.
  * Never throws for model or tool failures: they end the run with a stop reason or become
  * error results the model reads.
  */
 export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent, RunResult> {
-  const { model, history, signal } = options;
+  const { model, history, signal, mode, maxIterations } = options;
   const tools = new Map(options.tools.map((tool) => [tool.name, tool]));
   const specs: ToolSpec[] = options.tools.map(({ name, description, parameters }) => ({
     name,
     description,
     parameters,
   }));
+  const stable = stablePrompt({ ...options, tools: specs });
+  const nativeTools = options.toolProtocol === "native" ? specs : [];
+  const breaker = new CircuitBreaker(options.circuitBreakerThreshold);
+  const repetition = new RepetitionGuard(options.repetitionThreshold);
   const usage = emptyUsage();
+  const steps: IterationRecord[] = [];
   let iterations = 0;
   let output = "";
 
-  const finish = (stopReason: StopReason, error?: ModelError): RunResult => ({
-    output,
-    stopReason,
-    iterations,
-    messages: history,
-    usage,
-    ...(error && { error: { message: error.message, code: error.code } }),
-  });
+  function* finish(
+    stopReason: StopReason,
+    error?: { message: string; code: string },
+  ): Generator<AgentEvent, RunResult> {
+    if (error) yield { type: "error", message: error.message, code: error.code };
+    yield { type: "turn_complete", stopReason, iterations, output, usage: { ...usage } };
+    return { output, stopReason, iterations, messages: history, usage, steps, ...(error && { error }) };
+  }
 
   while (true) {
-    if (signal.aborted) return yield* complete(finish("aborted"));
-    if (iterations >= options.maxIterations) return yield* complete(finish("max_iterations"));
+    if (signal.aborted) return yield* finish("aborted");
+    if (iterations >= maxIterations) return yield* finish("max_iterations");
     iterations++;
+    const started = performance.now();
     yield { type: "iteration_start", iteration: iterations };
 
+    const system = systemPrompt(stable, iterationWarning(iterations, maxIterations, mode));
     let reply: ModelReply | undefined;
     let failure: ModelError | undefined;
-    for await (const event of model.stream(
-      { system: options.system, messages: history, tools: specs },
-      { signal },
-    )) {
+    for await (const event of model.stream({ system, messages: history, tools: nativeTools }, { signal })) {
       if (event.type === "text_delta") yield { type: "message_delta", text: event.text };
       else if (event.type === "thinking_delta") yield { type: "thinking", text: event.text };
       else if (event.type === "done") reply = event.message;
       else failure = event.error;
     }
-    if (signal.aborted || failure?.code === "aborted") return yield* complete(finish("aborted"));
+    const modelMs = performance.now() - started;
+    if (signal.aborted || failure?.code === "aborted") return yield* finish("aborted");
     if (!reply) {
-      const error = failure ?? {
+      const { message, code } = failure ?? {
         message: "The model stream ended without a reply.",
         code: "invalid_response",
       };
-      yield { type: "error", message: error.message, code: error.code };
-      return yield* complete(finish("model_error", error));
+      return yield* finish("model_error", { message, code });
     }
 
     addUsage(usage, reply.usage);
-    const assistant: AssistantMessage = { role: "assistant", content: reply.content };
+    const { content, toolCalls } = reply;
+    const assistant: AssistantMessage = { role: "assistant", content };
     if (reply.thinking) assistant.thinking = reply.thinking;
-    if (reply.toolCalls.length > 0) assistant.toolCalls = reply.toolCalls;
+    if (reply.thinkingSignature) assistant.thinkingSignature = reply.thinkingSignature;
+    if (toolCalls.length > 0) assistant.toolCalls = toolCalls;
     history.push(assistant);
-    output = reply.content;
-    yield { type: "message", content: reply.content };
+    output = content;
+    yield { type: "message", content };
+    const step: IterationRecord = {
+      iteration: iterations,
+      durationMs: modelMs,
+      modelMs,
+      finishReason: reply.finishReason,
+      usage: reply.usage,
+      toolCalls: toolCalls.length,
+      toolErrors: 0,
+    };
+    steps.push(step);
 
-    if (reply.toolCalls.length === 0) return yield* complete(finish("final_answer"));
+    if (toolCalls.length === 0) {
+      if (mode === "natural") return yield* finish("final_answer");
+      history.push({ role: "user", content: EXPLICIT_CORRECTION });
+      if (breaker.fail("\u0000no_tool_call", "the reply had no tool call (explicit mode requires one)")) {
+        return yield* finish("circuit_breaker", { message: breaker.message, code: "circuit_breaker" });
+      }
+      continue;
+    }
 
-    const prepared: PreparedCall[] = reply.toolCalls.map((call, index) => prepareCall(call, index, tools));
+    const prepared: PreparedCall[] = toolCalls.map((call, index) => prepareCall(call, index, tools));
     for (const { call, arguments: args } of prepared) {
       yield { type: "tool_call", id: call.id, name: call.name, arguments: args };
     }
@@ -95,16 +131,29 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
       timeoutMs: options.toolTimeoutMs,
       maxResultChars: options.maxToolResultChars,
     });
-    for await (const outcome of execution) {
-      outcomes[outcome.index] = outcome;
-      const { id, name } = reply.toolCalls[outcome.index] as (typeof reply.toolCalls)[number];
-      const { content, isError, durationMs } = outcome;
+    for await (const update of execution) {
+      const { id, name } = toolCalls[update.index] as (typeof toolCalls)[number];
+      if (update.type === "progress") {
+        const { progress, total, message } = update;
+        yield {
+          type: "tool_progress",
+          id,
+          name,
+          progress,
+          ...(total !== undefined && { total }),
+          ...(message && { message }),
+        };
+        continue;
+      }
+      outcomes[update.index] = update;
+      const { content, isError, durationMs } = update;
       yield { type: "tool_result", id, name, content, isError, durationMs };
     }
-    // Results go back in call order, whatever order they finished in.
-    let breaker: CallOutcome | undefined;
+
+    // Results go back in call order, whatever order they finished in; the guards see them in that order too.
+    let breaking: CallOutcome | undefined;
     for (const outcome of outcomes) {
-      const call = reply.toolCalls[outcome.index] as (typeof reply.toolCalls)[number];
+      const call = toolCalls[outcome.index] as (typeof toolCalls)[number];
       history.push({
         role: "tool",
         toolCallId: call.id,
@@ -112,24 +161,29 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
         content: outcome.content,
         isError: outcome.isError,
       });
-      if (outcome.breaksLoop && !breaker) breaker = outcome;
+      repetition.record(call.name, call.arguments.trim());
+      if (outcome.isError) {
+        step.toolErrors++;
+        const description = `${call.name}(${call.arguments.trim()}) -> ${outcome.content}`;
+        breaker.fail(`${call.name}\u0000${call.arguments.trim()}\u0000${outcome.content}`, description);
+      } else breaker.succeed();
+      if (outcome.breaksLoop && !breaking) breaking = outcome;
     }
+    step.durationMs = performance.now() - started;
 
-    if (signal.aborted) return yield* complete(finish("aborted"));
-    if (breaker) {
-      output = breaker.content;
-      return yield* complete(finish(stopReasonOf(reply.toolCalls[breaker.index]?.name)));
+    if (signal.aborted) return yield* finish("aborted");
+    if (breaking) {
+      output = breaking.content;
+      return yield* finish(stopReasonOf(toolCalls[breaking.index]?.name));
     }
+    if (breaker.tripped)
+      return yield* finish("circuit_breaker", { message: breaker.message, code: "circuit_breaker" });
+    const warning = repetition.warning();
+    if (warning) history.push({ role: "user", content: warning });
   }
 }
 
-/** Built-in loop-breaking tools stop with their own reason; user tools count as task completion. */
+/** Built-in loop-breaking tools stop with their own reason; other loop-breaking tools count as task completion. */
 function stopReasonOf(toolName: string | undefined): StopReason {
   return toolName === "ask_question" || toolName === "converse" ? toolName : "task_completion";
-}
-
-async function* complete(result: RunResult): AsyncGenerator<AgentEvent, RunResult> {
-  const { stopReason, iterations, output, usage } = result;
-  yield { type: "turn_complete", stopReason, iterations, output, usage: { ...usage } };
-  return result;
 }

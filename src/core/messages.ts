@@ -8,6 +8,11 @@ export interface ToolCall {
   id: string;
   name: string;
   arguments: string;
+  /**
+   * Set when the model's output could not be read as a well-formed call (e.g. a malformed
+   * XML tool block): the reason, which goes back to the model as the call's error result.
+   */
+  invalid?: string;
 }
 
 export interface UserMessage {
@@ -21,6 +26,8 @@ export interface AssistantMessage {
   content: string;
   /** Reasoning text the provider streamed, when it did. Never sent back unless the provider requires it. */
   thinking?: string;
+  /** The provider's signature of `thinking` (Anthropic), sent back with it as the provider requires. */
+  thinkingSignature?: string;
   toolCalls?: ToolCall[];
 }
 

@@ -1,4 +1,4 @@
-import type { Message, Usage } from "../core/messages.js";
+import type { Message, ToolCall, Usage } from "../core/messages.js";
 
 /** A tool as the model sees it: a name, a description and a JSON Schema for its arguments. */
 export interface ToolSpec {
@@ -28,7 +28,9 @@ export type ModelEvent =
 export interface ModelReply {
   content: string;
   thinking?: string;
-  toolCalls: { id: string; name: string; arguments: string }[];
+  /** The provider's signature of the thinking, when it sends one (Anthropic). */
+  thinkingSignature?: string;
+  toolCalls: ToolCall[];
   /** The provider's finish reason as sent ("stop", "tool_calls", "length", ...). */
   finishReason: string;
   usage: Usage;

@@ -60,7 +60,16 @@ export function scriptedModel(
       { signal }: { signal?: AbortSignal } = {},
     ): AsyncGenerator<ModelEvent> {
       const callIndex = nextIndex++;
-      requests.push({ ...request, messages: [...request.messages] });
+      // History is append-only within a run: remember its length and slice on read, so recording stays O(1).
+      const { messages } = request;
+      const length = messages.length;
+      requests.push({
+        system: request.system,
+        tools: request.tools,
+        get messages() {
+          return messages.slice(0, length);
+        },
+      });
       let step: ScriptedStep | undefined;
       try {
         step = typeof script === "function" ? await script(request, callIndex) : script[callIndex];

@@ -1,6 +1,6 @@
 import { errorMessage } from "../core/errors.js";
 import type { ToolCall } from "../core/messages.js";
-import type { Tool } from "./tool.js";
+import type { Tool, ToolProgress } from "./tool.js";
 
 /** A tool call after look-up, JSON parsing and validation (stage 1 of 3). */
 export interface PreparedCall {
@@ -15,8 +15,15 @@ export interface PreparedCall {
   error?: string;
 }
 
+/** Progress a running call reported. */
+export interface CallProgress extends ToolProgress {
+  type: "progress";
+  index: number;
+}
+
 /** The outcome of one call (stage 3), reported as soon as it is known. */
 export interface CallOutcome {
+  type: "outcome";
   index: number;
   content: string;
   isError: boolean;
@@ -36,6 +43,7 @@ export interface ExecuteOptions {
 /** Looks up, parses and validates one call. Never throws. */
 export function prepareCall(call: ToolCall, index: number, tools: ReadonlyMap<string, Tool>): PreparedCall {
   const tool = tools.get(call.name);
+  if (call.invalid !== undefined) return { index, call, arguments: {}, error: call.invalid };
   let parsed: unknown;
   try {
     parsed = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments);
@@ -70,7 +78,8 @@ export function prepareCall(call: ToolCall, index: number, tools: ReadonlyMap<st
 }
 
 /**
- * Runs prepared calls concurrently (bounded) and yields each outcome as it completes.
+ * Runs prepared calls concurrently (bounded) and yields their progress reports and each
+ * outcome as it completes.
  * Callers put results back in call order using `index`. Never throws: a throw, a timeout or
  * an abort becomes an error outcome, and an abort settles every pending call at once even
  * when a tool ignores its signal.
@@ -78,11 +87,11 @@ export function prepareCall(call: ToolCall, index: number, tools: ReadonlyMap<st
 export async function* executeCalls(
   calls: readonly PreparedCall[],
   options: ExecuteOptions,
-): AsyncGenerator<CallOutcome> {
-  const settled: CallOutcome[] = [];
+): AsyncGenerator<CallOutcome | CallProgress> {
+  const settled: (CallOutcome | CallProgress)[] = [];
   let wake: (() => void) | undefined;
-  const report = (outcome: CallOutcome) => {
-    settled.push(outcome);
+  const report = (update: CallOutcome | CallProgress) => {
+    settled.push(update);
     wake?.();
   };
 
@@ -90,7 +99,8 @@ export async function* executeCalls(
   let slotFreed: (() => void) | undefined;
   const start = (prepared: PreparedCall) => {
     running++;
-    void runOne(prepared, options).then((outcome) => {
+    const onProgress = (p: ToolProgress) => report({ ...p, type: "progress", index: prepared.index });
+    void runOne(prepared, options, onProgress).then((outcome) => {
       running--;
       slotFreed?.();
       report(outcome);
@@ -112,6 +122,7 @@ export async function* executeCalls(
     for (const prepared of calls) {
       if (prepared.error !== undefined) {
         report({
+          type: "outcome",
           index: prepared.index,
           content: prepared.error,
           isError: true,
@@ -132,10 +143,10 @@ export async function* executeCalls(
   })();
 
   for (let done = 0; done < calls.length; ) {
-    const outcome = settled.shift();
-    if (outcome) {
-      done++;
-      yield outcome;
+    const update = settled.shift();
+    if (update) {
+      if (update.type === "outcome") done++;
+      yield update;
       continue;
     }
     await new Promise<void>((resolve) => {
@@ -146,7 +157,11 @@ export async function* executeCalls(
   await scheduling;
 }
 
-async function runOne(prepared: PreparedCall, options: ExecuteOptions): Promise<CallOutcome> {
+async function runOne(
+  prepared: PreparedCall,
+  options: ExecuteOptions,
+  onProgress: (progress: ToolProgress) => void,
+): Promise<CallOutcome> {
   const tool = prepared.tool as Tool;
   const started = performance.now();
   const controller = new AbortController();
@@ -172,7 +187,7 @@ async function runOne(prepared: PreparedCall, options: ExecuteOptions): Promise<
     });
     const result = await Promise.race([
       Promise.resolve().then(() =>
-        tool.execute(prepared.value, { signal: controller.signal, toolCallId: prepared.call.id }),
+        tool.execute(prepared.value, { signal: controller.signal, toolCallId: prepared.call.id, onProgress }),
       ),
       stopped,
     ]);
@@ -192,6 +207,7 @@ async function runOne(prepared: PreparedCall, options: ExecuteOptions): Promise<
       ? safePredicate(() => breaks(prepared.value, { content, isError }))
       : breaks === true && !isError;
   return {
+    type: "outcome",
     index: prepared.index,
     content,
     isError,

@@ -6,6 +6,14 @@ export interface ToolContext {
   /** Fires when the run is aborted or the tool's timeout passes; long tools should honour it. */
   signal: AbortSignal;
   toolCallId: string;
+  /** Reports progress of a long-running call; it reaches the caller as a `tool_progress` event. */
+  onProgress?: (progress: ToolProgress) => void;
+}
+
+export interface ToolProgress {
+  progress: number;
+  total?: number;
+  message?: string;
 }
 
 export type JsonSchema = Record<string, unknown>;
