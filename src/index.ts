@@ -10,8 +10,14 @@ export type {
   Usage,
   UserMessage,
 } from "./core/messages.js";
-export type { Mode, ToolProtocol } from "./core/prompt.js";
+export type { Budget, Mode, ToolProtocol } from "./core/prompt.js";
+export type { ContextManager, ContextOptions } from "./memory/prune.js";
+export { contextManager } from "./memory/prune.js";
+export type { TokenCounter } from "./memory/tokens.js";
+export { contextWindowFor, tokenCounterFor, truncateToTokens } from "./memory/tokens.js";
 export type { Model, ModelError, ModelEvent, ModelReply, ModelRequest, ToolSpec } from "./models/adapter.js";
+export type { ModelPrice, PriceTable } from "./models/pricing.js";
+export { DEFAULT_PRICES } from "./models/pricing.js";
 export type {
   JsonSchema,
   JsonSchemaToolDefinition,

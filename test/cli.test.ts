@@ -340,4 +340,72 @@ describe("agentloop run termination", () => {
     expect(text).not.toContain("<tool>");
     expect(events.at(-1)).toMatchObject({ type: "turn_complete", output: "It is 42." });
   });
+
+  it("exits 7 when the token budget is spent", async () => {
+    const env = await serve((_request, index) => ({
+      text: "working",
+      toolCalls: [{ name: "calculator", arguments: { expression: `${index} + 1` } }],
+      usage: { inputTokens: 400, outputTokens: 100 },
+    }));
+    const run = await runCli(["run", "--token-budget", "1000", "go"], { env });
+    expect(run.code).toBe(7);
+    expect(run.stderr).toBe("agentloop: budget_exceeded: Token budget spent: 1000 of 1000 tokens.\n");
+    expect(server?.requests).toHaveLength(2);
+  });
+
+  it("keeps every request under --max-context-tokens over 30 iterations, never orphaning a tool result", async () => {
+    const filler = "I am carefully working through this long task, one small calculation at a time. ".repeat(
+      8,
+    );
+    const env = await serve((_request, index) =>
+      index < 29
+        ? {
+            text: `Step ${index + 1}. ${filler}`,
+            toolCalls: [{ name: "calculator", arguments: { expression: `${index} + 1` } }],
+          }
+        : { text: "All 30 steps done." },
+    );
+    const run = await runCli(
+      [
+        "run",
+        "--system",
+        "You count.",
+        "--max-iterations",
+        "30",
+        "--max-context-tokens",
+        "3000",
+        "Count to thirty.",
+      ],
+      { env },
+    );
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe("All 30 steps done.\n");
+    const requests = server?.requests ?? [];
+    expect(requests).toHaveLength(30);
+    const { tokenCounterFor } = await import("../src/memory/tokens.js");
+    const counter = tokenCounterFor("gpt-4o-mini");
+    let pruned = 0;
+    for (const { body } of requests) {
+      const messages = body.messages as (WireMessage & { tool_calls?: { id: string }[] })[];
+      // The system prompt and the task always lead.
+      expect(messages[1]).toEqual({ role: "user", content: "Count to thirty." });
+      if (messages.some((m) => m.role === "user" && m.content?.includes("earlier messages omitted")))
+        pruned++;
+      // Every tool result has its call in the same request, and every call has its result.
+      const calls = new Set(messages.flatMap((m) => m.tool_calls?.map((c) => c.id) ?? []));
+      const results = new Set(messages.filter((m) => m.role === "tool").map((m) => m.tool_call_id));
+      expect([...results].every((id) => calls.has(id as string))).toBe(true);
+      expect([...calls].every((id) => results.has(id))).toBe(true);
+      // Under the budget, counted the way providers bill a chat request: content plus a few tokens a message.
+      const calls_ = messages.flatMap(
+        (m) => (m.tool_calls ?? []) as { function?: { name: string; arguments: string } }[],
+      );
+      const tokens =
+        messages.reduce((sum, m) => sum + counter.count(m.content ?? "") + 4, 0) +
+        calls_.reduce((sum, c) => sum + counter.count(`${c.function?.name}${c.function?.arguments}`), 0) +
+        counter.count(JSON.stringify(body.tools));
+      expect(tokens).toBeLessThan(3000);
+    }
+    expect(pruned).toBeGreaterThan(10);
+  });
 });

@@ -1,5 +1,6 @@
 import { Agent } from "../core/agent.js";
 import { AgentloopError } from "../core/errors.js";
+import type { Budget } from "../core/prompt.js";
 import type { Model } from "../models/adapter.js";
 import { openAIChatModel } from "../models/openai-chat.js";
 import { builtinTools } from "../tools/builtin/index.js";
@@ -37,6 +38,14 @@ export function createModel(settings: Settings): Model {
   });
 }
 
+function budgetOf(settings: Settings): Budget {
+  return {
+    ...(settings.tokenBudget !== undefined && { maxTokens: settings.tokenBudget }),
+    ...(settings.costBudget !== undefined && { maxCostUsd: settings.costBudget }),
+    ...(settings.timeoutMs !== undefined && { timeoutMs: settings.timeoutMs }),
+  };
+}
+
 export function createAgent(settings: Settings, model: Model): Agent {
   const tools: Tool[] = settings.builtinTools ? builtinTools() : [];
   return new Agent({
@@ -46,6 +55,8 @@ export function createAgent(settings: Settings, model: Model): Agent {
     maxIterations: settings.maxIterations,
     mode: settings.mode,
     toolProtocol: settings.toolProtocol,
+    budget: budgetOf(settings),
+    ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
   });
 }
 
@@ -69,10 +80,7 @@ export async function runCommand(prompt: string, flags: CliFlags): Promise<numbe
     : undefined;
 
   try {
-    const events = agent.stream(prompt, {
-      signal: controller.signal,
-      ...(settings.timeoutMs !== undefined && { timeoutMs: settings.timeoutMs }),
-    });
+    const events = agent.stream(prompt, { signal: controller.signal });
     while (true) {
       const next = await events.next();
       if (next.done) {

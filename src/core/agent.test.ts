@@ -285,7 +285,7 @@ describe("Agent loop", () => {
       parameters: z.object({}),
       execute: () => new Promise(() => {}),
     });
-    const result = await new Agent({ model, tools: [hang] }).run("go", { timeoutMs: 30 });
+    const result = await new Agent({ model, tools: [hang] }).run("go", { budget: { timeoutMs: 30 } });
     expect(result.stopReason).toBe("aborted");
   });
 
@@ -374,5 +374,21 @@ describe("Agent loop", () => {
       { type: "tool_progress", id: "p", progress: 2, total: 2 },
       { type: "tool_result", id: "p", content: "finished" },
     ]);
+  });
+  it("prunes what it sends to the context window while the result keeps the whole history", async () => {
+    const model = scriptedModel((_request, index) =>
+      index < 40
+        ? { text: "x ".repeat(200), toolCalls: [{ name: "add", arguments: { a: index, b: 1 } }] }
+        : { text: "done" },
+    );
+    const agent = new Agent({ model, tools: [add], maxIterations: 50, maxContextTokens: 2000 });
+    const result = await agent.run("the task");
+    expect(result.stopReason).toBe("final_answer");
+    expect(result.messages).toHaveLength(1 + 40 * 2 + 1);
+    const last = model.requests.at(-1)?.messages ?? [];
+    expect(last.length).toBeLessThan(result.messages.length);
+    expect(last[0]).toEqual({ role: "user", content: "the task" });
+    expect(last[1]?.content).toMatch(/^\[\d+ earlier messages omitted/);
+    expect(last.at(-1)).toMatchObject({ role: "tool" });
   });
 });

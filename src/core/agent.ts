@@ -1,4 +1,6 @@
+import { type ContextManager, contextManager } from "../memory/prune.js";
 import type { Model } from "../models/adapter.js";
+import { DEFAULT_PRICES, type ModelPrice, type PriceTable, priceOf } from "../models/pricing.js";
 import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
@@ -6,7 +8,7 @@ import { AgentloopError } from "./errors.js";
 import type { AgentEvent, RunResult } from "./events.js";
 import { runLoop } from "./loop.js";
 import type { Message } from "./messages.js";
-import type { Mode, ToolProtocol } from "./prompt.js";
+import type { Budget, Mode, ToolProtocol } from "./prompt.js";
 
 export interface AgentOptions {
   model: Model;
@@ -29,6 +31,20 @@ export interface AgentOptions {
   circuitBreakerThreshold?: number;
   /** Identical calls in a row after which the model is warned. Default 3. */
   repetitionThreshold?: number;
+  /**
+   * The token limit of every model request (system prompt and tool schemas included): the
+   * model's context window when known, else 100,000. Older turns are dropped (or summarised)
+   * to stay under it, never separating a tool call from its result; the run's history stays whole.
+   */
+  maxContextTokens?: number;
+  /** What stands for dropped turns: a notice ("drop", default) or a summary written by `summarizer`. */
+  contextStrategy?: "drop" | "summarize";
+  /** The model that writes summaries for the "summarize" strategy. Default: the agent's model. */
+  summarizer?: Model;
+  /** Limits of every run (tokens, cost, time); a run's own `budget` overrides them field by field. */
+  budget?: Budget;
+  /** Model prices (USD per million tokens) over the built-in table; used for `usage.costUsd` and cost budgets. */
+  prices?: PriceTable;
   /** Model calls per run before it stops with `max_iterations`. Default 10. */
   maxIterations?: number;
   /** Time limit of one tool call unless the tool sets its own. Default 60,000 ms. */
@@ -44,8 +60,8 @@ export interface AgentOptions {
 export interface RunOptions {
   /** Aborting ends the run with `aborted`, cancelling the model call and running tools. */
   signal?: AbortSignal;
-  /** The run's time limit; when it passes the run stops with `aborted`. */
-  timeoutMs?: number;
+  /** This run's limits, over the agent's `budget`. The time limit stops the run with `aborted`. */
+  budget?: Budget;
   /** A previous run's `messages`, to continue that conversation. Not modified. */
   history?: readonly Message[];
 }
@@ -65,6 +81,8 @@ export class Agent {
   /** Every tool offered, in order: the agent's own, then the loop-breaking ones in explicit mode. */
   readonly tools: readonly Tool[];
   private readonly model: Model;
+  private readonly price: ModelPrice | undefined;
+  private readonly context: ContextManager;
 
   constructor(options: AgentOptions) {
     const tools = [...(options.tools ?? []), ...(options.mode === "explicit" ? loopBreakingTools() : [])];
@@ -94,6 +112,29 @@ export class Agent {
     this.options = options;
     this.tools = tools;
     this.model = options.toolProtocol === "xml" ? xmlToolProtocol(options.model) : options.model;
+    this.context = contextManager({
+      modelId: options.model.id,
+      ...(options.maxContextTokens !== undefined && { maxContextTokens: options.maxContextTokens }),
+      ...(options.contextStrategy !== undefined && { strategy: options.contextStrategy }),
+      summarizer: options.summarizer ?? options.model,
+    });
+    this.price = priceOf(options.model.id, { ...DEFAULT_PRICES, ...options.prices });
+    this.checkBudget(options.budget ?? {});
+  }
+
+  private checkBudget(budget: Budget): void {
+    for (const [name, value] of Object.entries(budget)) {
+      if (value !== undefined && !(typeof value === "number" && value > 0)) {
+        throw new AgentloopError("invalid_option", `budget.${name} must be a positive number, got ${value}.`);
+      }
+    }
+    if (budget.maxCostUsd !== undefined && !this.price) {
+      const id = this.options.model.id;
+      throw new AgentloopError(
+        "invalid_option",
+        `A cost budget needs the price of model '${id}': pass prices: { "${id}": { input, output } } in USD per million tokens.`,
+      );
+    }
   }
 
   /** Runs to a stop and returns the result. Never rejects for model or tool failures. */
@@ -108,7 +149,9 @@ export class Agent {
   /** Streams the events of one run; the generator's return value is the `RunResult`. */
   async *stream(input: string, options: RunOptions = {}): AsyncGenerator<AgentEvent, RunResult> {
     const o = this.options;
-    const signals = [options.signal, options.timeoutMs ? AbortSignal.timeout(options.timeoutMs) : undefined];
+    const budget = { ...o.budget, ...options.budget };
+    if (options.budget) this.checkBudget(budget);
+    const signals = [options.signal, budget.timeoutMs ? AbortSignal.timeout(budget.timeoutMs) : undefined];
     const active = signals.filter((s): s is AbortSignal => s !== undefined);
     const history: Message[] = [...(options.history ?? []), { role: "user", content: input }];
     const events = runLoop({
@@ -124,6 +167,9 @@ export class Agent {
       maxToolResultChars: o.maxToolResultChars ?? DEFAULTS.maxToolResultChars,
       circuitBreakerThreshold: o.circuitBreakerThreshold ?? DEFAULTS.circuitBreakerThreshold,
       repetitionThreshold: o.repetitionThreshold ?? DEFAULTS.repetitionThreshold,
+      budget,
+      context: this.context,
+      ...(this.price && { price: this.price }),
       signal: active.length === 1 ? (active[0] as AbortSignal) : AbortSignal.any(active),
     });
     while (true) {

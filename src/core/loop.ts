@@ -1,9 +1,13 @@
+import type { ContextManager } from "../memory/prune.js";
 import type { Model, ModelError, ModelReply, ToolSpec } from "../models/adapter.js";
+import { costOf, type ModelPrice } from "../models/pricing.js";
 import { type CallOutcome, executeCalls, type PreparedCall, prepareCall } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
 import type { AgentEvent, IterationRecord, RunResult, StopReason } from "./events.js";
 import { type AssistantMessage, addUsage, emptyUsage, type Message } from "./messages.js";
 import {
+  type Budget,
+  budgetWarning,
   EXPLICIT_CORRECTION,
   iterationWarning,
   type Mode,
@@ -30,6 +34,12 @@ export interface LoopOptions {
   maxToolResultChars: number;
   circuitBreakerThreshold: number;
   repetitionThreshold: number;
+  /** Token and cost limits (the time limit arrives through `signal`); warnings at 80%. */
+  budget: Budget;
+  /** Shapes what is sent to fit the context window, and bounds each tool result; the history stays whole. */
+  context?: ContextManager;
+  /** The model's price, to count cost; required for a cost budget. */
+  price?: ModelPrice;
   signal: AbortSignal;
 }
 
@@ -40,7 +50,8 @@ export interface LoopOptions {
  * error results the model reads.
  */
 export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent, RunResult> {
-  const { model, history, signal, mode, maxIterations } = options;
+  const { model, history, signal, mode, maxIterations, budget, price, context } = options;
+  const startedAt = performance.now();
   const tools = new Map(options.tools.map((tool) => [tool.name, tool]));
   const specs: ToolSpec[] = options.tools.map(({ name, description, parameters }) => ({
     name,
@@ -68,14 +79,33 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
   while (true) {
     if (signal.aborted) return yield* finish("aborted");
     if (iterations >= maxIterations) return yield* finish("max_iterations");
+    const spent = {
+      tokens: usage.inputTokens + usage.outputTokens,
+      costUsd: usage.costUsd ?? 0,
+      elapsedMs: 0,
+    };
+    if (budget.maxTokens !== undefined && spent.tokens >= budget.maxTokens) {
+      const message = `Token budget spent: ${spent.tokens} of ${budget.maxTokens} tokens.`;
+      return yield* finish("budget_exceeded", { message, code: "budget_exceeded" });
+    }
+    if (budget.maxCostUsd !== undefined && spent.costUsd >= budget.maxCostUsd) {
+      const message = `Cost budget spent: $${spent.costUsd.toFixed(4)} of $${budget.maxCostUsd}.`;
+      return yield* finish("budget_exceeded", { message, code: "budget_exceeded" });
+    }
+    spent.elapsedMs = performance.now() - startedAt;
     iterations++;
     const started = performance.now();
     yield { type: "iteration_start", iteration: iterations };
 
-    const system = systemPrompt(stable, iterationWarning(iterations, maxIterations, mode));
+    const system = systemPrompt(
+      stable,
+      iterationWarning(iterations, maxIterations, mode),
+      budgetWarning(budget, spent),
+    );
     let reply: ModelReply | undefined;
     let failure: ModelError | undefined;
-    for await (const event of model.stream({ system, messages: history, tools: nativeTools }, { signal })) {
+    const messages = context ? await context.fit(history, system, nativeTools, signal) : history;
+    for await (const event of model.stream({ system, messages, tools: nativeTools }, { signal })) {
       if (event.type === "text_delta") yield { type: "message_delta", text: event.text };
       else if (event.type === "thinking_delta") yield { type: "thinking", text: event.text };
       else if (event.type === "done") reply = event.message;
@@ -91,6 +121,7 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
       return yield* finish("model_error", { message, code });
     }
 
+    if (price) reply.usage.costUsd = costOf(reply.usage, price);
     addUsage(usage, reply.usage);
     const { content, toolCalls } = reply;
     const assistant: AssistantMessage = { role: "assistant", content };
@@ -145,6 +176,7 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
         };
         continue;
       }
+      if (context) update.content = context.truncateToolResult(update.content);
       outcomes[update.index] = update;
       const { content, isError, durationMs } = update;
       yield { type: "tool_result", id, name, content, isError, durationMs };

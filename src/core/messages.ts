@@ -50,6 +50,8 @@ export interface Usage {
   cachedInputTokens?: number;
   /** Output tokens spent on reasoning, when reported. */
   reasoningTokens?: number;
+  /** Cost in USD, when the model's price is known. */
+  costUsd?: number;
 }
 
 export function emptyUsage(): Usage {
@@ -63,4 +65,5 @@ export function addUsage(a: Usage, b: Usage): void {
   if (b.cachedInputTokens !== undefined)
     a.cachedInputTokens = (a.cachedInputTokens ?? 0) + b.cachedInputTokens;
   if (b.reasoningTokens !== undefined) a.reasoningTokens = (a.reasoningTokens ?? 0) + b.reasoningTokens;
+  if (b.costUsd !== undefined) a.costUsd = (a.costUsd ?? 0) + b.costUsd;
 }

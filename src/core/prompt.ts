@@ -47,7 +47,44 @@ export function iterationWarning(iteration: number, maxIterations: number, mode:
   return `${left} (iteration ${iteration} of ${maxIterations}). Wrap up: ${finish}.`;
 }
 
-export function systemPrompt(stable: string, warning: string | undefined): string {
-  if (!warning) return stable;
-  return stable === "" ? warning : `${stable}\n\n${warning}`;
+/** The limits of one run; each is optional. */
+export interface Budget {
+  /** Input plus output tokens over the whole run; `budget_exceeded` when spent. */
+  maxTokens?: number;
+  /** Cost in USD over the whole run (needs the model's price); `budget_exceeded` when spent. */
+  maxCostUsd?: number;
+  /** Wall time of the run; `aborted` when it passes. */
+  timeoutMs?: number;
+}
+
+/** What has been spent so far, to compare with the budget. */
+export interface Spent {
+  tokens: number;
+  costUsd: number;
+  elapsedMs: number;
+}
+
+/** The soft warning once 80% of any budget is spent. */
+export function budgetWarning(budget: Budget, spent: Spent): string | undefined {
+  const used: string[] = [];
+  const share = (value: number, limit: number | undefined) => (limit ? value / limit : 0);
+  if (share(spent.tokens, budget.maxTokens) >= 0.8)
+    used.push(`${spent.tokens} of ${budget.maxTokens} tokens`);
+  if (share(spent.costUsd, budget.maxCostUsd) >= 0.8) {
+    used.push(`$${spent.costUsd.toFixed(4)} of $${budget.maxCostUsd} budget`);
+  }
+  if (share(spent.elapsedMs, budget.timeoutMs) >= 0.8) {
+    used.push(
+      `${Math.round(spent.elapsedMs / 1000)} s of the ${Math.round((budget.timeoutMs ?? 0) / 1000)} s time limit`,
+    );
+  }
+  if (used.length === 0) return undefined;
+  return `Budget nearly spent (${used.join(", ")} used). Finish the task now with what you have.`;
+}
+
+/** Stable part first, then the warnings of this iteration. */
+export function systemPrompt(stable: string, ...warnings: (string | undefined)[]): string {
+  let prompt = stable;
+  for (const warning of warnings) if (warning) prompt = prompt === "" ? warning : `${prompt}\n\n${warning}`;
+  return prompt;
 }

@@ -301,3 +301,62 @@ describe("metrics and long runs", () => {
     expect(depths[1]).toBe(depths[0]);
   });
 });
+
+describe("budgets", () => {
+  const loop = () => ({
+    toolCalls: [{ name: "add", arguments: { a: 1, b: Math.random() } }],
+    usage: { inputTokens: 300, outputTokens: 100 },
+  });
+
+  it("warns at 80% of the token budget and stops with budget_exceeded when it is spent", async () => {
+    const model = scriptedModel(loop);
+    const events: AgentEvent[] = [];
+    const agent = new Agent({
+      model,
+      tools: [add],
+      maxIterations: 50,
+      budget: { maxTokens: 2000 },
+      onEvent: (e) => events.push(e),
+    });
+    const result = await agent.run("go");
+    expect(result).toMatchObject({ stopReason: "budget_exceeded", iterations: 5 });
+    expect(result.error).toEqual({
+      code: "budget_exceeded",
+      message: "Token budget spent: 2000 of 2000 tokens.",
+    });
+    const warned = model.requests.map((r) => r.system.includes("Budget nearly spent"));
+    expect(warned).toEqual([false, false, false, false, true]); // 1600 of 2000 spent before call 5
+    expect(model.requests[4]?.system).toContain("1600 of 2000 tokens");
+    expect(events.at(-1)).toMatchObject({ type: "turn_complete", stopReason: "budget_exceeded" });
+  });
+
+  it("counts cost from the price table and stops at the cost budget", async () => {
+    const model = scriptedModel(loop, { id: "my-model" });
+    const prices = { "my-model": { input: 1000, output: 2000 } }; // $0.3 + $0.2 per call
+    const result = await new Agent({ model, tools: [add], maxIterations: 50, prices }).run("go", {
+      budget: { maxCostUsd: 1.2 },
+    });
+    expect(result.stopReason).toBe("budget_exceeded");
+    expect(result.iterations).toBe(3);
+    expect(result.usage.costUsd).toBeCloseTo(1.5);
+    expect(result.steps[0]?.usage.costUsd).toBeCloseTo(0.5);
+  });
+
+  it("knows the prices of common models, dated versions included", async () => {
+    const model = scriptedModel([{ text: "hi", usage: { inputTokens: 1_000_000, outputTokens: 0 } }], {
+      id: "gpt-4o-mini-2024-07-18",
+    });
+    const result = await new Agent({ model }).run("hi");
+    expect(result.usage.costUsd).toBeCloseTo(0.15);
+  });
+
+  it("refuses a cost budget without a price, and bad budget values", () => {
+    const model = scriptedModel([], { id: "mystery-model" });
+    expect(() => new Agent({ model, budget: { maxCostUsd: 1 } })).toThrow(
+      `A cost budget needs the price of model 'mystery-model': pass prices: { "mystery-model": { input, output } } in USD per million tokens.`,
+    );
+    expect(() => new Agent({ model, budget: { maxTokens: -5 } })).toThrow(
+      "budget.maxTokens must be a positive number",
+    );
+  });
+});

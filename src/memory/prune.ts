@@ -1,0 +1,282 @@
+import { AgentloopError } from "../core/errors.js";
+import type { Message, UserMessage } from "../core/messages.js";
+import type { Model, ToolSpec } from "../models/adapter.js";
+import {
+  contextWindowFor,
+  countSystem,
+  countTools,
+  type TokenCounter,
+  tokenCounterFor,
+  truncateToTokens,
+} from "./tokens.js";
+
+export interface ContextOptions {
+  /** Picks the tokenizer ({@link tokenCounterFor}) and the default context window. */
+  modelId: string;
+  /** The limit every request stays under: the model's window when known ({@link contextWindowFor}), else 100,000. */
+  maxContextTokens?: number;
+  /** Tokens of `maxContextTokens` kept free for the answer. Default min(8192, 15% of `maxContextTokens`). */
+  reserveTokens?: number;
+  /** What stands where older messages were removed: a notice ("drop", the default) or a model-written summary. */
+  strategy?: "drop" | "summarize";
+  /** The model that writes summaries (pass the agent's own for the default). Without one, "summarize" drops. */
+  summarizer?: Model;
+  /**
+   * When pruning, the kept messages shrink to (1 - headroom) of the room left, so the cut moves once
+   * every few iterations rather than every one: the sent prefix stays byte-identical (provider
+   * prompt caches hit) and summaries are rare. Default 0.2; 0 keeps as much as fits.
+   */
+  headroom?: number;
+  /** Max tokens of one tool result. Default a quarter of `budget`. */
+  maxToolResultTokens?: number;
+  /** Default `tokenCounterFor(modelId)`. */
+  counter?: TokenCounter;
+}
+
+/**
+ * Keeps every model request under a token budget. One manager serves any number of runs: its
+ * state is kept per history array (weakly), and calls for one history must not overlap.
+ */
+export interface ContextManager {
+  /** Tokens for system prompt + tool definitions + messages: `maxContextTokens - reserveTokens`. */
+  readonly budget: number;
+  /** Max tokens of one tool result; {@link ContextManager.truncateToolResult} cuts beyond it. */
+  readonly maxToolResultTokens: number;
+  /**
+   * The messages to send with `system` and `tools`, shaped to fit the budget. Never throws.
+   *
+   * - Returns `history` itself while everything fits (no copy).
+   * - Else: the messages through the first user message (the task), then one user message standing
+   *   for the removed span (`[N earlier messages omitted to fit the context window]`, or
+   *   `[Summary of N earlier messages: ...]`), then the newest messages, in order. Only whole turns
+   *   go: the kept part starts at a message that is not a tool result, so an assistant message with
+   *   tool calls always travels with all of its results (which follow it, as the loop appends them).
+   * - If even the task, the notice and the newest turn do not fit, those are sent anyway: the newest
+   *   message is never dropped.
+   *
+   * `history` must be append-only between calls (the same array, growing); a history that was
+   * rewritten is detected and recounted. Each message is counted once, and the cut point only moves
+   * forward: a call costs O(new messages + log n). The returned array may grow on later calls for
+   * the same history, the way `history` does. The summarizer call honours `signal`.
+   */
+  fit(
+    history: readonly Message[],
+    system: string,
+    tools: readonly ToolSpec[],
+    signal?: AbortSignal,
+  ): Promise<readonly Message[]>;
+  /** `content` cut to `maxToolResultTokens` with a visible marker; `content` itself when it fits. */
+  truncateToolResult(content: string): string;
+}
+
+const DEFAULT_CONTEXT_TOKENS = 100_000;
+
+/** Per-history state. `prefix[i]` is the token count of `history[0..i)`, each message counted once. */
+interface Window {
+  prefix: number[];
+  /** The last counted message: if it is not where it was, the history was rewritten. */
+  last: Message | undefined;
+  taskFound: boolean;
+  /** `history[0..head)` is always sent: everything through the first user message. */
+  head: number;
+  /** The newest index at or after `head` that may start the kept part (not a tool result); -1 for none. */
+  lastCut: number;
+  /** The kept part starts here; `cut === head` while nothing is removed. */
+  cut: number;
+  sent: Message[];
+  sentUpTo: number;
+  noticeTokens: number;
+  /** A summary of `history[head..upTo)`. */
+  summary?: { text: string; upTo: number };
+}
+
+export function contextManager(options: ContextOptions): ContextManager {
+  const counter = options.counter ?? tokenCounterFor(options.modelId);
+  const maxContext = options.maxContextTokens ?? contextWindowFor(options.modelId) ?? DEFAULT_CONTEXT_TOKENS;
+  const reserve = options.reserveTokens ?? Math.min(8192, Math.floor(maxContext * 0.15));
+  const budget = maxContext - reserve;
+  if (!(budget > 0) || !(reserve >= 0)) {
+    throw new AgentloopError(
+      "config",
+      `maxContextTokens ${maxContext} leaves no room after reserving ${reserve} tokens for the answer: raise it.`,
+    );
+  }
+  const headroom = Math.min(0.9, Math.max(0, options.headroom ?? 0.2));
+  const maxToolResultTokens = options.maxToolResultTokens ?? Math.floor(budget / 4);
+  const summarizer = options.strategy === "summarize" ? options.summarizer : undefined;
+  const summaryTokens = Math.min(2_000, Math.floor(budget / 10));
+  const windows = new WeakMap<readonly Message[], Window>();
+  const toolCounts = new WeakMap<readonly ToolSpec[], number>();
+  const systemCounts = new Map<string, number>();
+
+  // The system prompt and tool list are byte-identical between iterations: count each once.
+  function fixedTokens(system: string, tools: readonly ToolSpec[]): number {
+    let systemTokens = systemCounts.get(system);
+    if (systemTokens === undefined) {
+      if (systemCounts.size >= 64) systemCounts.clear();
+      systemTokens = countSystem(system, counter);
+      systemCounts.set(system, systemTokens);
+    }
+    let toolTokens = toolCounts.get(tools);
+    if (toolTokens === undefined) {
+      toolTokens = countTools(tools, counter);
+      toolCounts.set(tools, toolTokens);
+    }
+    return systemTokens + toolTokens;
+  }
+
+  function windowFor(history: readonly Message[]): Window {
+    let w = windows.get(history);
+    const counted = w ? w.prefix.length - 1 : 0;
+    if (!w || counted > history.length || (counted > 0 && history[counted - 1] !== w.last)) {
+      w = {
+        prefix: [0],
+        last: undefined,
+        taskFound: false,
+        head: 0,
+        lastCut: -1,
+        cut: 0,
+        sent: [],
+        sentUpTo: 0,
+        noticeTokens: 0,
+      };
+      windows.set(history, w);
+    }
+    for (let i = w.prefix.length - 1; i < history.length; i++) {
+      const message = history[i] as Message;
+      w.prefix.push(at(w.prefix, i) + counter.countMessage(message));
+      w.last = message;
+      if (!w.taskFound && message.role === "user") {
+        w.taskFound = true;
+        w.head = i + 1;
+        w.cut = Math.max(w.cut, w.head);
+        w.summary = undefined;
+      } else if (message.role !== "tool") w.lastCut = i;
+    }
+    return w;
+  }
+
+  function noticeFor(w: Window, cut: number): UserMessage {
+    const { summary } = w;
+    const parts: string[] = [];
+    if (summary) parts.push(`[Summary of ${summary.upTo - w.head} earlier messages: ${summary.text}]`);
+    const omitted = cut - (summary?.upTo ?? w.head);
+    if (omitted > 0 || !summary) parts.push(omittedNotice(omitted));
+    return { role: "user", content: parts.join("\n") };
+  }
+
+  // One summarizer call for the span the summary does not cover yet, folding in the summary so far.
+  // Any failure leaves the summary as it was: the uncovered span is then reported as omitted.
+  async function summarize(w: Window, history: readonly Message[], cut: number, signal?: AbortSignal) {
+    if (!summarizer || (w.summary?.upTo ?? w.head) >= cut) return;
+    const previous = w.summary ? `Summary so far:\n${w.summary.text}\n\n` : "";
+    const input = truncateToTokens(
+      `${previous}Conversation to add:\n${transcript(history, w.summary?.upTo ?? w.head, cut)}`,
+      budget,
+      counter,
+    );
+    const words = Math.max(20, Math.floor(summaryTokens * 0.6));
+    const system =
+      "You compress the earlier part of an agent's conversation so it can continue its task without it. " +
+      "Keep facts learned, decisions, tool results that still matter, errors to avoid and what remains to do. " +
+      `Reply with the summary only, at most ${words} words.`;
+    try {
+      let text = "";
+      const request = { system, messages: [{ role: "user" as const, content: input }], tools: [] };
+      for await (const event of summarizer.stream(request, { signal })) {
+        if (event.type === "done") text = event.message.content.trim();
+        else if (event.type === "error") return;
+      }
+      if (text) w.summary = { text: truncateToTokens(text, summaryTokens, counter), upTo: cut };
+    } catch {
+      // The Model contract says stream never throws; a summarizer that does still only costs the summary.
+    }
+  }
+
+  /** The first cut at or after `from` that starts a turn, but never past the newest one. */
+  function turnStart(history: readonly Message[], w: Window, from: number): number {
+    let cut = from;
+    while (cut < history.length && history[cut]?.role === "tool") cut++;
+    return Math.min(cut, w.lastCut);
+  }
+
+  return {
+    budget,
+    maxToolResultTokens,
+    truncateToolResult: (content) => truncateToTokens(content, maxToolResultTokens, counter),
+
+    async fit(history, system, tools, signal) {
+      const w = windowFor(history);
+      const n = history.length;
+      const total = at(w.prefix, n);
+      const kept = (cut: number) => total - at(w.prefix, cut);
+      const room = budget - fixedTokens(system, tools) - at(w.prefix, w.head);
+      if (w.cut === w.head) {
+        if (kept(w.head) <= room || w.lastCut <= w.head) return history;
+      } else if (w.noticeTokens + kept(w.cut) <= room || w.cut === w.lastCut) {
+        return extend(w, history);
+      }
+
+      // Over budget: keep the newest messages that fit in the room left after the notice (with
+      // headroom), found by binary search on the prefix sums, then round up to a turn start.
+      let reserve = counter.countMessage({ role: "user", content: omittedNotice(n) });
+      if (summarizer) reserve += summaryTokens + counter.count(`[Summary of ${n} earlier messages: ]\n`);
+      const target = Math.floor((room - reserve) * (1 - headroom));
+      let cut = turnStart(history, w, firstAtLeast(w.prefix, total - target, Math.max(w.cut, w.head + 1), n));
+      await summarize(w, history, cut, signal);
+      let notice = noticeFor(w, cut);
+      let noticeTokens = counter.countMessage(notice);
+      while (noticeTokens + kept(cut) > room && cut < w.lastCut) {
+        cut = turnStart(history, w, cut + 1);
+        notice = noticeFor(w, cut);
+        noticeTokens = counter.countMessage(notice);
+      }
+      w.cut = cut;
+      w.noticeTokens = noticeTokens;
+      w.sent = [...history.slice(0, w.head), notice, ...history.slice(cut, n)];
+      w.sentUpTo = n;
+      return extend(w, history);
+    },
+  };
+}
+
+function omittedNotice(count: number): string {
+  return `[${count} earlier messages omitted to fit the context window]`;
+}
+
+function extend(w: Window, history: readonly Message[]): readonly Message[] {
+  for (let i = w.sentUpTo; i < history.length; i++) w.sent.push(history[i] as Message);
+  w.sentUpTo = history.length;
+  return w.sent;
+}
+
+function at(values: readonly number[], index: number): number {
+  return values[index] as number;
+}
+
+/** The smallest index in [lo, hi] whose value is at least `value` (`hi` if none); `sorted` is non-decreasing. */
+function firstAtLeast(sorted: readonly number[], value: number, lo: number, hi: number): number {
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (at(sorted, mid) >= value) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+/** The removed span as plain text for the summarizer (tool calls would need their results on the wire). */
+function transcript(history: readonly Message[], from: number, to: number): string {
+  const lines: string[] = [];
+  for (let i = from; i < to; i++) {
+    const message = history[i] as Message;
+    if (message.role === "user") lines.push(`User: ${message.content}`);
+    else if (message.role === "tool") {
+      lines.push(`Tool ${message.name} ${message.isError ? "error" : "result"}: ${message.content}`);
+    } else {
+      if (message.content) lines.push(`Assistant: ${message.content}`);
+      for (const call of message.toolCalls ?? [])
+        lines.push(`Assistant called ${call.name}(${call.arguments})`);
+    }
+  }
+  return lines.join("\n");
+}
