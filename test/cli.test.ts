@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { startFakeAnthropicServer } from "../src/testing/fake-anthropic-server.js";
 import {
   type FakeOpenAIServer,
   type FakeResponder,
@@ -407,5 +408,36 @@ describe("agentloop run termination", () => {
       expect(tokens).toBeLessThan(3000);
     }
     expect(pruned).toBeGreaterThan(10);
+  });
+
+  it("talks to Anthropic with --provider anthropic", async () => {
+    const fake = await startFakeAnthropicServer({
+      respond: [
+        {
+          thinking: "Use the calculator.",
+          signature: "sig-1",
+          toolCalls: [{ id: "toolu_1", name: "calculator", input: { expression: "157.09 * 493.89" } }],
+        },
+        { text: "157.09 * 493.89 = 77585.1801" },
+      ],
+    });
+    try {
+      const env = { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "sk-ant-SECRET-key" };
+      const run = await runCli(
+        ["run", "--provider", "anthropic", "--system", "Be exact.", "157.09 * 493.89?"],
+        { env },
+      );
+      expect(run).toMatchObject({ code: 0, stdout: "157.09 * 493.89 = 77585.1801\n" });
+      const second = fake.requests[1]?.body;
+      expect(second.system).toBe("Be exact.");
+      expect(second.model).toBe("claude-sonnet-5-5");
+      expect(second.messages.at(-2).content[0]).toMatchObject({ type: "thinking", signature: "sig-1" });
+      expect(second.messages.at(-1).content).toEqual([
+        { type: "tool_result", tool_use_id: "toolu_1", content: "77585.1801" },
+      ]);
+      expect(run.stderr).not.toContain("SECRET");
+    } finally {
+      await fake.close();
+    }
   });
 });

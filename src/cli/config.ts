@@ -121,7 +121,7 @@ export interface Settings {
   mcpServers: NonNullable<ConfigFile["mcpServers"]>;
 }
 
-export const DEFAULT_MODEL = { openai: "gpt-4o-mini", anthropic: "claude-sonnet-4-5" } as const;
+export const DEFAULT_MODEL = { openai: "gpt-4o-mini", anthropic: "claude-sonnet-5-5" } as const;
 
 type Env = Record<string, string | undefined>;
 

@@ -2,6 +2,7 @@ import { Agent } from "../core/agent.js";
 import { AgentloopError } from "../core/errors.js";
 import type { Budget } from "../core/prompt.js";
 import type { Model } from "../models/adapter.js";
+import { anthropicModel } from "../models/anthropic.js";
 import { openAIChatModel } from "../models/openai-chat.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import type { Tool } from "../tools/tool.js";
@@ -19,23 +20,24 @@ export function settingsFrom(flags: CliFlags): Settings {
 }
 
 export function createModel(settings: Settings): Model {
-  if (settings.provider === "anthropic") {
+  const { provider, model, apiKey, baseUrl } = settings;
+  const keyVar = provider === "anthropic" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
+  if (!apiKey && !baseUrl) {
+    const server =
+      provider === "anthropic"
+        ? "an Anthropic-compatible endpoint"
+        : "an OpenAI-compatible server such as Ollama";
     throw new AgentloopError(
       "config",
-      "--provider anthropic is not available yet: use an OpenAI-compatible endpoint.",
+      `No API key: set ${keyVar}, or point --base-url (or ${provider === "anthropic" ? "ANTHROPIC" : "OPENAI"}_BASE_URL) at ${server}.`,
     );
   }
-  if (!settings.apiKey && !settings.baseUrl) {
-    throw new AgentloopError(
-      "config",
-      "No API key: set OPENAI_API_KEY, or point --base-url (or OPENAI_BASE_URL) at an OpenAI-compatible server such as Ollama.",
-    );
-  }
-  return openAIChatModel({
-    model: settings.model,
-    ...(settings.apiKey !== undefined && { apiKey: settings.apiKey }),
-    ...(settings.baseUrl !== undefined && { baseURL: settings.baseUrl }),
-  });
+  const common = {
+    model,
+    ...(apiKey !== undefined && { apiKey }),
+    ...(baseUrl !== undefined && { baseURL: baseUrl }),
+  };
+  return provider === "anthropic" ? anthropicModel(common) : openAIChatModel(common);
 }
 
 function budgetOf(settings: Settings): Budget {

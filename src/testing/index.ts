@@ -1,4 +1,12 @@
 export type {
+  FakeAnthropicReply,
+  FakeAnthropicResponder,
+  FakeAnthropicResponse,
+  FakeAnthropicServer,
+  FakeAnthropicToolCall,
+} from "./fake-anthropic-server.js";
+export { startFakeAnthropicServer } from "./fake-anthropic-server.js";
+export type {
   FakeOpenAIServer,
   FakeReply,
   FakeRequest,
