@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import { builtinTools } from "../tools/builtin/index.js";
+import { chatCommand } from "./chat.js";
 import type { CliFlags } from "./config.js";
 import { USAGE_ERROR } from "./render.js";
 import { runCommand, settingsFrom } from "./run.js";
@@ -121,18 +122,18 @@ export async function main(argv: readonly string[]): Promise<number> {
           );
     });
 
-  for (const name of ["chat", "serve"]) {
-    withCommonOptions(program.command(name))
-      .description(
-        name === "chat"
-          ? "interactive multi-turn session (coming soon)"
-          : "OpenAI-compatible HTTP server (coming soon)",
-      )
-      .allowUnknownOption()
-      .action(() => {
-        throw new AgentloopError("usage", `'agentloop ${name}' is not available yet: use 'agentloop run'.`);
-      });
-  }
+  withCommonOptions(program.command("chat"))
+    .description("interactive multi-turn session in the terminal")
+    .action(async (flags: CliFlags) => {
+      exitCode = await chatCommand(flags);
+    });
+
+  withCommonOptions(program.command("serve"))
+    .description("OpenAI-compatible HTTP server (coming soon)")
+    .allowUnknownOption()
+    .action(() => {
+      throw new AgentloopError("usage", "'agentloop serve' is not available yet: use 'agentloop run'.");
+    });
 
   try {
     await program.parseAsync(argv, { from: "user" });

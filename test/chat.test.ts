@@ -1,0 +1,130 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { afterEach, describe, expect, it } from "vitest";
+import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
+import { CLI } from "./helpers.js";
+
+let server: FakeOpenAIServer | undefined;
+const children: ChildProcess[] = [];
+afterEach(async () => {
+  for (const child of children.splice(0)) child.kill("SIGKILL");
+  await server?.close();
+});
+
+/** Drives `agentloop chat` through a pseudo-terminal (util-linux `script`), like a person at a keyboard. */
+function startChat(env: Record<string, string>, args: string[] = []) {
+  const command = [process.execPath, CLI, "chat", ...args].map((a) => JSON.stringify(a)).join(" ");
+  const child = spawn("script", ["-qfec", command, "/dev/null"], {
+    env: { PATH: process.env.PATH ?? "", TERM: "xterm", ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  children.push(child);
+  let output = "";
+  const waiters: { text: string; from: number; resolve: () => void }[] = [];
+  const check = () => {
+    for (const w of [...waiters]) {
+      if (output.indexOf(w.text, w.from) !== -1) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    }
+  };
+  child.stdout.setEncoding("utf8").on("data", (d: string) => {
+    output += d;
+    check();
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
+  let mark = 0;
+  return {
+    /** Resolves once `text` appears in the output after the last `type`. */
+    waitFor(text: string) {
+      return new Promise<void>((resolve) => {
+        waiters.push({ text, from: mark, resolve });
+        check();
+      });
+    },
+    type(keys: string) {
+      mark = output.length;
+      child.stdin.write(keys);
+    },
+    get output() {
+      return output;
+    },
+    exited,
+  };
+}
+
+describe("agentloop chat in a terminal", () => {
+  it("streams answers, shows tool calls, keeps the conversation, resets, and exits", async () => {
+    server = await startFakeOpenAIServer({
+      respond: (request, index) => {
+        const last = request.body.messages.at(-1);
+        if (last.role === "user" && last.content === "what is 6*7?") {
+          return { toolCalls: [{ name: "calculator", arguments: { expression: "6*7" } }] };
+        }
+        if (last.role === "tool") return { text: "It is 42." };
+        return { text: `Reply ${index} after ${request.body.messages.length} messages.` };
+      },
+    });
+    const chat = startChat({ OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" });
+    await chat.waitFor("› ");
+    chat.type("what is 6*7?\r");
+    await chat.waitFor("It is 42.");
+    expect(chat.output).toMatch(/✓.*calculator.*\(\d+ ms\).*42/);
+    await chat.waitFor("› ");
+
+    chat.type("and again?\r");
+    await chat.waitFor("after 5 messages."); // user, assistant+call, tool, assistant, user
+    chat.type("/tools\r");
+    await chat.waitFor("convert_temperature");
+    chat.type("/reset\r");
+    await chat.waitFor("New conversation.");
+    chat.type("fresh start\r");
+    await chat.waitFor("after 1 messages.");
+    chat.type("/exit\r");
+    if (process.env.SHOW_CHAT) console.log(chat.output);
+    expect(await chat.exited).toBe(0);
+  });
+
+  it("stops the current answer on Ctrl+C and exits on a second Ctrl+C at the prompt", async () => {
+    server = await startFakeOpenAIServer({
+      respond: () => ({ stall: true, afterText: "Let me think about" }),
+    });
+    const chat = startChat({ OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" });
+    await chat.waitFor("› ");
+    chat.type("a hard question\r");
+    await chat.waitFor("Let me think about");
+    chat.type("\x03");
+    await chat.waitFor("aborted");
+    await chat.waitFor("› ");
+    chat.type("\x03");
+    await chat.waitFor("press Ctrl+C again to exit");
+    chat.type("\x03");
+    expect(await chat.exited).toBe(0);
+  });
+
+  it("answers ask_question inline in explicit mode", async () => {
+    server = await startFakeOpenAIServer({
+      respond: (request) => {
+        const last = request.body.messages.at(-1);
+        if (last.content === "plan a trip") {
+          return { toolCalls: [{ name: "ask_question", arguments: { question: "Where to?" } }] };
+        }
+        return {
+          toolCalls: [{ name: "task_completion", arguments: { result: `Trip to ${last.content} planned.` } }],
+        };
+      },
+    });
+    const chat = startChat({ OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" }, [
+      "--mode",
+      "explicit",
+    ]);
+    await chat.waitFor("› ");
+    chat.type("plan a trip\r");
+    await chat.waitFor("? Where to?");
+    await chat.waitFor("› ");
+    chat.type("Lisbon\r");
+    await chat.waitFor("Trip to Lisbon planned.");
+    chat.type("/exit\r");
+    expect(await chat.exited).toBe(0);
+  });
+});
