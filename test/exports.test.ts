@@ -45,5 +45,7 @@ describe("public surface", () => {
     const anthropic = await import("agentloop/anthropic");
     expect(typeof anthropic.anthropicModel).toBe("function");
     expect(typeof testing.startFakeAnthropicServer).toBe("function");
+    const mcp = await import("agentloop/mcp");
+    expect(typeof mcp.connectMcpServers).toBe("function");
   });
 });

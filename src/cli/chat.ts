@@ -2,7 +2,7 @@ import { createInterface } from "node:readline";
 import type { Message } from "../core/messages.js";
 import type { CliFlags } from "./config.js";
 import { progressRenderer, stopLine } from "./render.js";
-import { createAgent, createModel, settingsFrom } from "./run.js";
+import { setupAgent } from "./run.js";
 
 const HELP =
   "Commands: /reset (new conversation), /tools (list tools), /exit (or Ctrl+D). Ctrl+C stops the answer.";
@@ -14,8 +14,7 @@ const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", 
  * and a second Ctrl+C (at the prompt) exits. Resolves to the exit code.
  */
 export async function chatCommand(flags: CliFlags): Promise<number> {
-  const settings = settingsFrom(flags);
-  const agent = createAgent(settings, createModel(settings));
+  const { settings, agent, close } = await setupAgent(flags);
   const out = process.stdout;
   const tty = out.isTTY === true;
   const dim = (s: string) => (tty ? `\x1b[2m${s}\x1b[22m` : s);
@@ -68,6 +67,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     rl.prompt();
   }
   rl.close();
+  await close();
   return 0;
 
   async function runTurn(input: string): Promise<Message[]> {

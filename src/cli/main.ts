@@ -2,11 +2,10 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AgentloopError, errorMessage } from "../core/errors.js";
-import { builtinTools } from "../tools/builtin/index.js";
 import { chatCommand } from "./chat.js";
 import type { CliFlags } from "./config.js";
 import { USAGE_ERROR } from "./render.js";
-import { runCommand, settingsFrom } from "./run.js";
+import { loadTools, runCommand, settingsFrom } from "./run.js";
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);
@@ -105,21 +104,25 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   withCommonOptions(program.command("tools"))
     .description("list every tool with its schema")
-    .action((flags: CliFlags) => {
-      const settings = settingsFrom(flags);
-      const tools = settings.builtinTools ? builtinTools() : [];
-      const listed = tools.map(({ name, description, parameters }) => ({
-        name,
-        source: "local",
-        description,
-        parameters,
-      }));
-      if (flags.json) process.stdout.write(`${JSON.stringify(listed, null, 2)}\n`);
-      else
-        for (const t of listed)
-          process.stdout.write(
-            `${t.name} (${t.source})\n  ${t.description}\n  ${JSON.stringify(t.parameters)}\n`,
-          );
+    .action(async (flags: CliFlags) => {
+      const loaded = await loadTools(settingsFrom(flags), flags.verbose === true);
+      try {
+        const listed = loaded.tools.map(({ name, description, parameters }, i) => ({
+          name,
+          source: loaded.sources[i] ?? "local",
+          description,
+          parameters,
+        }));
+        if (flags.json) process.stdout.write(`${JSON.stringify(listed, null, 2)}\n`);
+        else
+          for (const t of listed) {
+            process.stdout.write(
+              `${t.name} (${t.source})\n  ${t.description}\n  ${JSON.stringify(t.parameters)}\n`,
+            );
+          }
+      } finally {
+        await loaded.close();
+      }
     });
 
   withCommonOptions(program.command("chat"))

@@ -1,10 +1,12 @@
 import { Agent } from "../core/agent.js";
 import { AgentloopError } from "../core/errors.js";
 import type { Budget } from "../core/prompt.js";
+import { connectMcpServers } from "../mcp/index.js";
 import type { Model } from "../models/adapter.js";
 import { anthropicModel } from "../models/anthropic.js";
 import { openAIChatModel } from "../models/openai-chat.js";
 import { builtinTools } from "../tools/builtin/index.js";
+import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
@@ -48,8 +50,7 @@ function budgetOf(settings: Settings): Budget {
   };
 }
 
-export function createAgent(settings: Settings, model: Model): Agent {
-  const tools: Tool[] = settings.builtinTools ? builtinTools() : [];
+export function createAgent(settings: Settings, model: Model, tools: Tool[] = localTools(settings)): Agent {
   return new Agent({
     model,
     instructions: settings.instructions,
@@ -62,10 +63,58 @@ export function createAgent(settings: Settings, model: Model): Agent {
   });
 }
 
+function localTools(settings: Settings): Tool[] {
+  return settings.builtinTools ? builtinTools() : [];
+}
+
+/** Every tool of a command: built-ins, then each MCP server's, with where each comes from. */
+export interface LoadedTools {
+  tools: Tool[];
+  sources: string[];
+  /** Closes the MCP servers (and their child processes). Never rejects. */
+  close(): Promise<void>;
+}
+
+/** Starts the configured MCP servers (in parallel) and gathers the tools. Warnings go to stderr. */
+export async function loadTools(settings: Settings, verbose = false): Promise<LoadedTools> {
+  const local = localTools(settings);
+  const sources = local.map(() => "local");
+  if (Object.keys(settings.mcpServers).length === 0) return { tools: local, sources, close: async () => {} };
+  const reserved = [...local, ...(settings.mode === "explicit" ? loopBreakingTools() : [])].map(
+    (t) => t.name,
+  );
+  const mcp = await connectMcpServers(settings.mcpServers, {
+    reservedNames: reserved,
+    onWarning: (message) => process.stderr.write(`agentloop: warning: ${message}\n`),
+    ...(verbose && {
+      onServerLog: (server: string, line: string) => process.stderr.write(`[${server}] ${line}\n`),
+    }),
+  });
+  return {
+    tools: [...local, ...mcp.tools()],
+    sources: [...sources, ...mcp.sources().map((s) => `mcp:${s.server}`)],
+    close: () => mcp.close(),
+  };
+}
+
+/** A ready agent for a command, with what must be closed when the command ends. */
+export async function setupAgent(
+  flags: CliFlags,
+): Promise<{ settings: Settings; agent: Agent; close(): Promise<void> }> {
+  const settings = settingsFrom(flags);
+  const model = createModel(settings);
+  const loaded = await loadTools(settings, flags.verbose === true);
+  try {
+    return { settings, agent: createAgent(settings, model, loaded.tools), close: loaded.close };
+  } catch (error) {
+    await loaded.close();
+    throw error;
+  }
+}
+
 /** `agentloop run`: one task; the answer on stdout, progress on stderr. Resolves to the exit code. */
 export async function runCommand(prompt: string, flags: CliFlags): Promise<number> {
-  const settings = settingsFrom(flags);
-  const agent = createAgent(settings, createModel(settings));
+  const { agent, close } = await setupAgent(flags);
 
   const controller = new AbortController();
   let interrupts = 0;
@@ -100,6 +149,7 @@ export async function runCommand(prompt: string, flags: CliFlags): Promise<numbe
     }
   } finally {
     process.off("SIGINT", onSigint);
+    await close();
   }
 }
 
