@@ -107,9 +107,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     .action(async (flags: CliFlags) => {
       const loaded = await loadTools(settingsFrom(flags), flags.verbose === true);
       try {
-        const listed = loaded.tools.map(({ name, description, parameters }, i) => ({
+        const sources = loaded.sources();
+        const listed = loaded.tools().map(({ name, description, parameters }, i) => ({
           name,
-          source: loaded.sources[i] ?? "local",
+          source: sources[i] ?? "local",
           description,
           parameters,
         }));

@@ -50,7 +50,11 @@ function budgetOf(settings: Settings): Budget {
   };
 }
 
-export function createAgent(settings: Settings, model: Model, tools: Tool[] = localTools(settings)): Agent {
+export function createAgent(
+  settings: Settings,
+  model: Model,
+  tools: readonly Tool[] | (() => readonly Tool[]) = localTools(settings),
+): Agent {
   return new Agent({
     model,
     instructions: settings.instructions,
@@ -69,8 +73,10 @@ function localTools(settings: Settings): Tool[] {
 
 /** Every tool of a command: built-ins, then each MCP server's, with where each comes from. */
 export interface LoadedTools {
-  tools: Tool[];
-  sources: string[];
+  /** The current catalogue: MCP servers may change theirs (`tools/list_changed`). */
+  tools(): Tool[];
+  /** Where each tool of `tools()` comes from: "local" or "mcp:<server>". */
+  sources(): string[];
   /** Closes the MCP servers (and their child processes). Never rejects. */
   close(): Promise<void>;
 }
@@ -79,7 +85,9 @@ export interface LoadedTools {
 export async function loadTools(settings: Settings, verbose = false): Promise<LoadedTools> {
   const local = localTools(settings);
   const sources = local.map(() => "local");
-  if (Object.keys(settings.mcpServers).length === 0) return { tools: local, sources, close: async () => {} };
+  if (Object.keys(settings.mcpServers).length === 0) {
+    return { tools: () => local, sources: () => sources, close: async () => {} };
+  }
   const reserved = [...local, ...(settings.mode === "explicit" ? loopBreakingTools() : [])].map(
     (t) => t.name,
   );
@@ -91,8 +99,8 @@ export async function loadTools(settings: Settings, verbose = false): Promise<Lo
     }),
   });
   return {
-    tools: [...local, ...mcp.tools()],
-    sources: [...sources, ...mcp.sources().map((s) => `mcp:${s.server}`)],
+    tools: () => [...local, ...mcp.tools()],
+    sources: () => [...sources, ...mcp.sources().map((s) => `mcp:${s.server}`)],
     close: () => mcp.close(),
   };
 }

@@ -391,4 +391,14 @@ describe("Agent loop", () => {
     expect(last[1]?.content).toMatch(/^\[\d+ earlier messages omitted/);
     expect(last.at(-1)).toMatchObject({ role: "tool" });
   });
+  it("reads a tools function at the start of every run", async () => {
+    let catalogue = [add];
+    const model = scriptedModel([{ text: "one" }, { text: "two" }]);
+    const agent = new Agent({ model, tools: () => catalogue });
+    await agent.run("first");
+    const sub = defineTool({ name: "sub", description: "Subtracts.", parameters: z.object({}), execute: () => 0 });
+    catalogue = [add, sub];
+    await agent.run("second");
+    expect(model.requests.map((r) => r.tools.map((t) => t.name))).toEqual([["add"], ["add", "sub"]]);
+  });
 });

@@ -15,7 +15,12 @@ export interface AgentOptions {
   /** The agent's instructions: the start of every system prompt. */
   instructions?: string;
   /** Tools offered to the model, in this order. Names must be unique. */
-  tools?: readonly Tool[];
+  /**
+   * A list, or a function read at the start of every run (for catalogues that change, such as
+   * MCP servers' after `tools/list_changed`). Within a run the list is fixed, so the prompt
+   * prefix stays byte-identical between iterations.
+   */
+  tools?: readonly Tool[] | (() => readonly Tool[]);
   /**
    * `natural` (default): a reply without a tool call is the final answer. `explicit`: the agent
    * must end the run by calling `task_completion`, `ask_question` or `converse` (added to the
@@ -78,14 +83,10 @@ export const DEFAULTS = {
 /** An agent: instructions, a model, tools and policies. `run()` is `stream()` consumed. */
 export class Agent {
   readonly options: Readonly<AgentOptions>;
-  /** Every tool offered, in order: the agent's own, then the loop-breaking ones in explicit mode. */
-  readonly tools: readonly Tool[];
-  private readonly model: Model;
-  private readonly price: ModelPrice | undefined;
-  private readonly context: ContextManager;
-
-  constructor(options: AgentOptions) {
-    const tools = [...(options.tools ?? []), ...(options.mode === "explicit" ? loopBreakingTools() : [])];
+  /** Every tool offered to the next run, in order: the agent's own, then the loop-breaking ones in explicit mode. */
+  get tools(): readonly Tool[] {
+    const own = typeof this.options.tools === "function" ? this.options.tools() : (this.options.tools ?? []);
+    const tools = [...own, ...(this.options.mode === "explicit" ? loopBreakingTools() : [])];
     const seen = new Set<string>();
     for (const tool of tools) {
       if (seen.has(tool.name)) {
@@ -96,6 +97,13 @@ export class Agent {
       }
       seen.add(tool.name);
     }
+    return tools;
+  }
+  private readonly model: Model;
+  private readonly price: ModelPrice | undefined;
+  private readonly context: ContextManager;
+
+  constructor(options: AgentOptions) {
     const maxIterations = options.maxIterations ?? DEFAULTS.maxIterations;
     if (!Number.isInteger(maxIterations) || maxIterations < 1) {
       throw new AgentloopError(
@@ -110,7 +118,7 @@ export class Agent {
       }
     }
     this.options = options;
-    this.tools = tools;
+    if (typeof options.tools !== "function") void this.tools; // fail fast on duplicate names
     this.model = options.toolProtocol === "xml" ? xmlToolProtocol(options.model) : options.model;
     this.context = contextManager({
       modelId: options.model.id,

@@ -6,7 +6,8 @@ import type { ModelEvent, ModelReply } from "./adapter.js";
  *
  * Streaming: call `push(chunk)` with each parsed `chat.completion.chunk` (it returns the
  * `text_delta` / `thinking_delta` events to emit), then `complete` tells whether the stream
- * ended properly (a finish_reason or a usage report arrived) and `reply()` gives the result.
+ * ended properly (a finish_reason, or a usage report in a chunk without choices, arrived) and
+ * `reply()` gives the result.
  * Non-streaming: `completionToReply(json)` maps a whole `chat.completion`.
  *
  * Tolerated provider quirks: chunks with empty `choices` (Azure `prompt_filter_results`, usage
@@ -15,8 +16,11 @@ import type { ModelEvent, ModelReply } from "./adapter.js";
  * interleaved by `index`, an `index` that does not start at 0 or is missing (continues the current
  * call), `id` only on the first delta, `"id": ""` on continuations, an index reused for a new call
  * (a new non-empty id starts a new call), `function.arguments` as an object (serialised to JSON),
- * and a whole call in one delta. Only choice 0 is read. Tool calls keep their order of first
- * appearance; a call that never got an id gets `call_<n>` (n = its position).
+ * a whole call in one delta (Ollama, vLLM), and Ollama's whole calls with neither `index` nor `id`
+ * (several in one chunk, or one after another: a named delta after a call with complete JSON
+ * arguments starts a new call); `content: null` (vLLM, llama.cpp server); extra fields such as
+ * llama.cpp's `timings` or vLLM's `stop_reason` are ignored. Only choice 0 is read. Tool calls keep
+ * their order of first appearance; a call that never got an id gets `call_<n>` (n = its position).
  */
 
 type Json = Record<string, unknown>;
@@ -70,6 +74,8 @@ export class ChatStreamAssembler {
   private thinking = "";
   private finishReason: string | undefined;
   private usage: Usage | undefined;
+  /** A usage report arrived in a chunk without choices (the last chunk of an OpenAI stream). */
+  private usageReported = false;
   private readonly calls: PendingCall[] = [];
   /** The call each wire `index` currently refers to (a reused index moves to the newer call). */
   private readonly byIndex = new Map<number, PendingCall>();
@@ -81,7 +87,11 @@ export class ChatStreamAssembler {
     if (!isObject(chunk)) return [];
     const usage =
       mapUsage(chunk.usage) ?? (isObject(chunk.x_groq) ? mapUsage(chunk.x_groq.usage) : undefined);
-    if (usage) this.usage = usage;
+    if (usage) {
+      this.usage = usage;
+      // Usage on every chunk (vLLM's continuous_usage_stats) must not pass for the end of the stream.
+      if (!Array.isArray(chunk.choices) || chunk.choices.length === 0) this.usageReported = true;
+    }
     const choice = choiceZero(chunk);
     if (!choice) return [];
     const events: ModelEvent[] = [];
@@ -97,14 +107,18 @@ export class ChatStreamAssembler {
       this.content += text;
       events.push({ type: "text_delta", text });
     }
-    if (Array.isArray(delta.tool_calls))
-      for (const tc of delta.tool_calls) if (isObject(tc)) this.addToolDelta(tc);
+    if (Array.isArray(delta.tool_calls)) {
+      delta.tool_calls.filter(isObject).forEach((tc, i) => {
+        this.addToolDelta(tc, i > 0);
+      });
+    }
     const finish = str(choice.finish_reason);
     if (finish) this.finishReason = finish;
     return events;
   }
 
-  private addToolDelta(tc: Json): void {
+  /** `sibling`: not the first entry of its chunk's `tool_calls`, so never the continuation of the one before. */
+  private addToolDelta(tc: Json, sibling: boolean): void {
     const id = str(tc.id) || undefined; // "" on continuations is not a new id
     const index = num(tc.index);
     const fn = isObject(tc.function) ? tc.function : {};
@@ -112,9 +126,9 @@ export class ChatStreamAssembler {
     const args = argumentsText(fn.arguments);
     let target = id === undefined ? undefined : this.calls.find((c) => c.id === id);
     if (!target) {
-      const base = index === undefined ? this.current : this.byIndex.get(index);
+      const base = index === undefined ? this.indexless(name) : this.byIndex.get(index);
       // Same call unless a new id arrives for a call that already has a different one.
-      if (base && (id === undefined || base.id === "")) target = base;
+      if (base && (id === undefined || base.id === "") && !(sibling && index === undefined)) target = base;
     }
     if (!target) {
       if (id === undefined && !name && !args) return; // nothing to start a call with
@@ -128,9 +142,25 @@ export class ChatStreamAssembler {
     this.current = target;
   }
 
-  /** True once the stream said it was finished: a finish_reason or a usage report arrived. */
+  /**
+   * The call an index-less delta continues: the current one, unless the delta names a tool while
+   * the current call already has a name and complete JSON arguments (Ollama sends whole calls
+   * with neither `index` nor `id`).
+   */
+  private indexless(name: string): PendingCall | undefined {
+    const current = this.current;
+    if (!current || !name || !current.name) return current;
+    try {
+      JSON.parse(current.arguments);
+      return undefined;
+    } catch {
+      return current;
+    }
+  }
+
+  /** True once the stream said it was finished: a finish_reason, or a usage report in a chunk without choices. */
   get complete(): boolean {
-    return this.finishReason !== undefined || this.usage !== undefined;
+    return this.finishReason !== undefined || this.usageReported;
   }
 
   /** The assembled reply so far (call after the stream ended and `complete` is true). */
