@@ -440,4 +440,24 @@ describe("agentloop run termination", () => {
       await fake.close();
     }
   });
+
+  it("talks to an Azure OpenAI or AI DIAL deployment configured in agentloop.json", async () => {
+    const env = await serve([{ text: "hello from the deployment" }]);
+    const dir = mkdtempSync(join(tmpdir(), "agentloop-"));
+    writeFileSync(
+      join(dir, "agentloop.json"),
+      JSON.stringify({ azure: { apiVersion: "2024-10-21", deployment: "gpt-4o" } }),
+    );
+    const origin = (env.OPENAI_BASE_URL as string).replace(/\/v1$/, "");
+    const run = await runCli(["run", "hi"], {
+      cwd: dir,
+      env: { OPENAI_BASE_URL: origin, OPENAI_API_KEY: KEY },
+    });
+    expect(run).toMatchObject({ stderr: "", code: 0, stdout: "hello from the deployment\n" });
+    const request = server?.requests[0];
+    expect(request?.path).toBe("/openai/deployments/gpt-4o/chat/completions");
+    expect(request?.query?.["api-version"]).toBe("2024-10-21");
+    expect(request?.headers["api-key"]).toBe(KEY);
+    expect(request?.headers.authorization).toBeUndefined();
+  });
 });

@@ -24,6 +24,9 @@ export const configFileSchema = z.strictObject({
   model: z.string().min(1).optional(),
   provider: z.enum(["openai", "anthropic"]).optional(),
   baseUrl: z.url().optional(),
+  azure: z
+    .strictObject({ apiVersion: z.string().min(1), deployment: z.string().min(1).optional() })
+    .optional(),
   instructions: z.string().optional(),
   maxIterations: z.number().int().positive().optional(),
   maxContextTokens: z.number().int().positive().optional(),
@@ -119,6 +122,8 @@ export interface Settings {
   tokenBudget?: number;
   costBudget?: number;
   mcpServers: NonNullable<ConfigFile["mcpServers"]>;
+  /** Azure OpenAI / AI DIAL deployments: `api-key` header and `api-version` query. */
+  azure?: NonNullable<ConfigFile["azure"]>;
 }
 
 export const DEFAULT_MODEL = { openai: "gpt-4o-mini", anthropic: "claude-sonnet-5-5" } as const;
@@ -144,6 +149,7 @@ export function resolveSettings(flags: CliFlags, env: Env, config: ConfigFile): 
     builtinTools: flags.builtinTools && config.builtinTools !== false,
     mcpServers: config.mcpServers ?? {},
   };
+  if (config.azure) settings.azure = config.azure;
   const baseUrl = flags.baseUrl ?? nonEmpty(env[`${prefix}_BASE_URL`]) ?? config.baseUrl;
   if (baseUrl !== undefined) settings.baseUrl = baseUrl;
   const apiKey = nonEmpty(env[`${prefix}_API_KEY`]);

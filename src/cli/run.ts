@@ -39,7 +39,8 @@ export function createModel(settings: Settings): Model {
     ...(apiKey !== undefined && { apiKey }),
     ...(baseUrl !== undefined && { baseURL: baseUrl }),
   };
-  return provider === "anthropic" ? anthropicModel(common) : openAIChatModel(common);
+  if (provider === "anthropic") return anthropicModel(common);
+  return openAIChatModel({ ...common, ...(settings.azure && { azure: settings.azure }) });
 }
 
 function budgetOf(settings: Settings): Budget {

@@ -103,6 +103,140 @@ describe("ChatStreamAssembler", () => {
   });
 });
 
+/**
+ * Server quirks in their wire shapes. Ollama: the `message` objects of the recorded native
+ * `/api/chat` stream (/work/shared/fixtures/llm-streams/ollama-api-chat-stream-tool-call.ndjson)
+ * carried as `/v1` deltas. vLLM and llama.cpp server: no recordings exist; these chunks are built
+ * from the documented wire shapes (vLLM's `chatcmpl-tool-` ids, `stop_reason`, continuous usage
+ * stats; llama-server's `reasoning_content`, `content: null` role delta, final chunk with `timings`).
+ */
+describe("ChatStreamAssembler on server quirks", () => {
+  const v1 = (delta: object, finish_reason: string | null = null, extra: object = {}) => ({
+    id: "chatcmpl-1",
+    object: "chat.completion.chunk",
+    created: 1751919739,
+    model: "llama3.2",
+    system_fingerprint: "fp_ollama",
+    choices: [{ index: 0, delta, finish_reason }],
+    ...extra,
+  });
+
+  it("Ollama: a whole call in one chunk, arguments as an object, no index, no id", () => {
+    const { reply, complete } = assemble([
+      v1({
+        role: "assistant",
+        content: "",
+        tool_calls: [{ function: { name: "get_weather", arguments: { city: "Tokyo" } } }],
+      }),
+      v1({ role: "assistant", content: "" }, "stop"),
+    ]);
+    expect(complete).toBe(true);
+    expect(reply.toolCalls).toEqual([{ id: "call_0", name: "get_weather", arguments: '{"city":"Tokyo"}' }]);
+    expect(reply.content).toBe("");
+  });
+
+  it("Ollama: several index-less, id-less calls, in one chunk or one after another", () => {
+    const weather = (city: string) => ({ function: { name: "get_weather", arguments: { city } } });
+    const together = assemble([v1({ tool_calls: [weather("Tokyo"), weather("Paris")] }), v1({}, "stop")]);
+    const apart = assemble([
+      v1({ tool_calls: [weather("Tokyo")] }),
+      v1({ tool_calls: [weather("Paris")] }),
+      v1({}, "stop"),
+    ]);
+    for (const { reply } of [together, apart]) {
+      expect(reply.toolCalls).toEqual([
+        { id: "call_0", name: "get_weather", arguments: '{"city":"Tokyo"}' },
+        { id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' },
+      ]);
+    }
+  });
+
+  it("vLLM: id, index and all arguments in one delta, a tool-only reply with content null", () => {
+    const vllm = (delta: object, finish: string | null = null) => ({
+      id: "chatcmpl-9f2c",
+      object: "chat.completion.chunk",
+      created: 1735000000,
+      model: "Qwen/Qwen2.5-7B-Instruct",
+      choices: [
+        { index: 0, delta, logprobs: null, finish_reason: finish, ...(finish && { stop_reason: null }) },
+      ],
+    });
+    const { events, reply, complete } = assemble([
+      vllm({ role: "assistant", content: "" }),
+      vllm({
+        content: null,
+        tool_calls: [
+          {
+            id: "chatcmpl-tool-5d1e0c",
+            type: "function",
+            index: 0,
+            function: { name: "get_weather", arguments: '{"city": "Paris"}' },
+          },
+        ],
+      }),
+      vllm({ content: "" }, "tool_calls"),
+      { ...vllm({}), choices: [], usage: { prompt_tokens: 180, total_tokens: 200, completion_tokens: 20 } },
+    ]);
+    expect(events).toEqual([]);
+    expect(complete).toBe(true);
+    expect(reply).toEqual({
+      content: "",
+      toolCalls: [{ id: "chatcmpl-tool-5d1e0c", name: "get_weather", arguments: '{"city": "Paris"}' }],
+      finishReason: "tool_calls",
+      usage: { inputTokens: 180, outputTokens: 20 },
+    });
+  });
+
+  it("vLLM: usage on every chunk (continuous_usage_stats) does not make a cut stream complete", () => {
+    const usage = (n: number) => ({ usage: { prompt_tokens: 5, completion_tokens: n, total_tokens: 5 + n } });
+    const cut = assemble([
+      chunk({ reasoning: "Hmm" }, null, usage(1)),
+      chunk({ content: "Hi" }, null, usage(2)),
+    ]);
+    expect(cut.complete).toBe(false);
+    expect(cut.events).toEqual([
+      { type: "thinking_delta", text: "Hmm" },
+      { type: "text_delta", text: "Hi" },
+    ]);
+    const whole = assemble([chunk({ content: "Hi" }, null, usage(1)), chunk({}, "stop", usage(2))]);
+    expect(whole.complete).toBe(true);
+    expect(whole.reply.usage).toEqual({ inputTokens: 5, outputTokens: 2 });
+  });
+
+  it("llama.cpp server: reasoning_content as thinking, content null, a final chunk with timings", () => {
+    const llama = (delta: object, finish: string | null = null, extra: object = {}) => ({
+      choices: [{ finish_reason: finish, index: 0, delta }],
+      created: 1754523863,
+      id: "chatcmpl-X6urH4f6JOotPwco2EgcgeoM6ZWup59u",
+      model: "gpt-oss:20b",
+      system_fingerprint: "b6097-9515c613",
+      object: "chat.completion.chunk",
+      ...extra,
+    });
+    const timings = { prompt_n: 12, prompt_ms: 20.1, predicted_n: 9, predicted_ms: 33.6 };
+    const { events, reply, complete } = assemble([
+      llama({ role: "assistant", content: null }),
+      llama({ reasoning_content: "User says hi." }),
+      llama({ reasoning_content: " Greet back." }),
+      llama({ content: "Hello!" }),
+      llama({}, "stop", { usage: { completion_tokens: 9, prompt_tokens: 12, total_tokens: 21 }, timings }),
+    ]);
+    expect(events).toEqual([
+      { type: "thinking_delta", text: "User says hi." },
+      { type: "thinking_delta", text: " Greet back." },
+      { type: "text_delta", text: "Hello!" },
+    ]);
+    expect(complete).toBe(true);
+    expect(reply).toEqual({
+      content: "Hello!",
+      thinking: "User says hi. Greet back.",
+      toolCalls: [],
+      finishReason: "stop",
+      usage: { inputTokens: 12, outputTokens: 9 },
+    });
+  });
+});
+
 describe("completionToReply and mapUsage", () => {
   it("maps a chat.completion with reasoning and object arguments", () => {
     const reply = completionToReply({
@@ -132,6 +266,31 @@ describe("completionToReply and mapUsage", () => {
       finishReason: "tool_calls",
       usage: { inputTokens: 5, outputTokens: 6, cachedInputTokens: 2 },
     });
+    // vLLM's non-streaming tool-only reply: content null, reasoning_content null.
+    const vllm = completionToReply({
+      object: "chat.completion",
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: "assistant",
+            content: null,
+            reasoning_content: null,
+            tool_calls: [
+              { id: "chatcmpl-tool-1", type: "function", function: { name: "ls", arguments: "{}" } },
+            ],
+          },
+          logprobs: null,
+          finish_reason: "tool_calls",
+          stop_reason: null,
+        },
+      ],
+    });
+    expect(vllm).toMatchObject({
+      content: "",
+      toolCalls: [{ id: "chatcmpl-tool-1", name: "ls", arguments: "{}" }],
+    });
+    expect(vllm?.thinking).toBeUndefined();
     expect(completionToReply({ choices: [] })).toBeUndefined();
     expect(completionToReply("<html>")).toBeUndefined();
   });

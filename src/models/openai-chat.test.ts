@@ -210,7 +210,7 @@ describe("openAIChatModel over HTTP", () => {
     expect(s.requests[0]?.headers["api-key"]).toBe("dial-key-42x");
   });
 
-  it("reports a stream that breaks off, or ends without a finish_reason, as stream_incomplete", async () => {
+  it("reports a stream that breaks off or ends without a finish_reason as stream_incomplete, a JSON body as invalid_response", async () => {
     const s = await serve([
       { breakOff: true, afterText: "Partial answer" },
       { raw: 'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n' },
@@ -223,10 +223,28 @@ describe("openAIChatModel over HTTP", () => {
     expect(errorOf(ended).code).toBe("stream_incomplete");
     const json = errorOf(await collect({ baseURL: s.url }));
     expect(json).toMatchObject({
-      code: "stream_incomplete",
+      code: "invalid_response",
       message: expect.stringContaining("try stream: false"),
     });
     expect(s.requests).toHaveLength(3);
+  });
+
+  it("summarises an HTML error page by its title, else its first heading", async () => {
+    const s = await serve([
+      { status: 504, body: "<html><head><title>504 Gateway Time-out</title></head><body>...</body></html>" },
+      {
+        status: 503,
+        body: "<!DOCTYPE html>\n<html><body><h1>Service &amp; API\n unavailable</h1></body></html>",
+      },
+      { status: 502, headers: { "content-type": "text/html" }, body: "<p>upstream error</p>" },
+    ]);
+    const messages = [];
+    for (let i = 0; i < 3; i++) messages.push(errorOf(await collect({ baseURL: s.url })).message);
+    expect(messages).toEqual([
+      "Model API error (HTTP 504): Gateway Time-out (an HTML page, probably from a proxy)",
+      "Model API error (HTTP 503): Service & API unavailable (an HTML page, probably from a proxy)",
+      "Model API error (HTTP 502): no title (an HTML page, probably from a proxy)",
+    ]);
   });
 
   it("reports malformed stream JSON as invalid_response", async () => {

@@ -1,155 +1,131 @@
-import OpenAI, {
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIError,
-  APIUserAbortError,
-  OpenAIError,
-} from "openai";
-import type { Message } from "../core/messages.js";
-import { redactSecrets } from "../core/redact.js";
-import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
+import OpenAI, { APIUserAbortError, AzureOpenAI, OpenAIError } from "openai";
+import type { Model, ModelEvent, ModelRequest } from "./adapter.js";
 import { ChatStreamAssembler, completionToReply } from "./chat-assembler.js";
+import { htmlTitle, isHtml, type ModelErrorContext, ModelFailure, toModelError } from "./openai-errors.js";
+import { defaultSystemRole, toChatRequestBody } from "./openai-wire.js";
+
+export { type ModelErrorContext, toModelError } from "./openai-errors.js";
+export {
+  type ChatRequestOptions,
+  defaultSystemRole,
+  type SystemRole,
+  toChatMessages,
+  toChatRequestBody,
+} from "./openai-wire.js";
 
 /**
  * The OpenAI-compatible Chat Completions adapter (OpenAI, Azure OpenAI, AI DIAL, Ollama, vLLM,
  * llama.cpp server, LM Studio, OpenRouter, groq, DeepSeek...). HTTP, SSE parsing and retries are
  * the official `openai` client's: it retries 408/409/429/5xx and connection errors with
- * exponential backoff and jitter, honouring `Retry-After` / `retry-after-ms`, and never 400/401/404.
+ * exponential backoff and jitter, honouring `Retry-After` (seconds or an HTTP date, up to 60 s) and
+ * `retry-after-ms`, and never 400/401/404.
  */
 export interface OpenAIChatModelOptions {
-  /** The model id sent to the provider (an Azure deployment name with an `AzureOpenAI` client). */
+  /** The model id sent to the provider; with `azure`, also the deployment unless one is given. */
   model: string;
-  /** Defaults to `OPENAI_API_KEY`; with a `baseURL` and no key at all, a placeholder is sent. */
+  /**
+   * Defaults to `OPENAI_API_KEY` (with `azure`: `AZURE_OPENAI_API_KEY`, then `OPENAI_API_KEY`); with a
+   * `baseURL` and no key at all, a placeholder is sent (not with `azure`).
+   */
   apiKey?: string;
-  /** E.g. `http://localhost:11434/v1`. Defaults to `OPENAI_BASE_URL`, then api.openai.com. */
+  /**
+   * E.g. `http://localhost:11434/v1`. Defaults to `OPENAI_BASE_URL`, then api.openai.com. With
+   * `azure`: the resource endpoint (`https://my-resource.openai.azure.com`, or the AI DIAL host);
+   * `/openai` is appended unless the URL already ends with it.
+   */
   baseURL?: string;
+  /**
+   * Azure OpenAI and AI DIAL: requests go to
+   * `<baseURL>/openai/deployments/<deployment, default model>/chat/completions?api-version=<apiVersion>`
+   * with the key in an `api-key` header (no Bearer). Default: not set (plain OpenAI style).
+   */
+  azure?: { apiVersion: string; deployment?: string };
+  /**
+   * The role of the system prompt. Default "developer" for OpenAI reasoning models (ids starting
+   * with o1, o3, o4 or gpt-5) on api.openai.com, else "system" (custom base URLs and Azure included).
+   */
+  systemRole?: "system" | "developer";
+  /** Sent as `parallel_tool_calls` when the request has tools. Default: not sent (the provider's default). */
+  parallelToolCalls?: boolean;
   /** Extra HTTP headers sent with every request. */
   headers?: Record<string, string>;
-  /** Retries of failed requests (default 3). */
+  /**
+   * Retries of failed requests (default 3): HTTP 408/409/429/5xx and connection errors (by the
+   * client), and streams that break off before the reply was complete (by the adapter, see
+   * `retryPartialStreams`). Each request of a stream retry has its own HTTP retries.
+   */
   maxRetries?: number;
-  /** Time to the response headers per attempt, and the longest silence between two streamed chunks. */
+  /**
+   * Time to the response headers per attempt (default: the client's, 10 minutes), and the longest
+   * silence between two streamed chunks (default 120,000 ms) after which the call ends with `timeout`.
+   */
   timeoutMs?: number;
+  /**
+   * A stream that breaks off (connection lost, or ended without a finish_reason) is requested again
+   * from scratch when it has not yet yielded a text or thinking delta. Default false: once deltas
+   * were yielded, the call ends with `stream_incomplete`. True retries those too: the deltas already
+   * yielded may then be repeated by the retry (consumers of deltas, e.g. `message_delta` events, see
+   * them twice), while the final reply (`done`, hence the `message` event and the history) holds only
+   * the retry's reply.
+   */
+  retryPartialStreams?: boolean;
   /** Default true; false sends a non-streaming request. */
   stream?: boolean;
-  /** Bring your own client (e.g. `AzureOpenAI`); `apiKey`/`baseURL` are then ignored. */
+  /** Bring your own client (e.g. `AzureOpenAI`); `apiKey`/`baseURL`/`azure` are then ignored. */
   client?: OpenAI;
   /** Extra request-body fields (temperature, reasoning_effort, ...), merged over the defaults. */
   extraBody?: Record<string, unknown>;
 }
 
 const DEFAULT_MAX_RETRIES = 3;
-const MAX_MESSAGE_LENGTH = 1000;
-
-type WireMessage = OpenAI.Chat.Completions.ChatCompletionMessageParam;
-type WireTool = OpenAI.Chat.Completions.ChatCompletionFunctionTool;
-
-/** Maps the runtime messages to Chat Completions messages (system first when non-empty). */
-export function toChatMessages(system: string, messages: readonly Message[]): WireMessage[] {
-  const out: WireMessage[] = [];
-  if (system) out.push({ role: "system", content: system });
-  for (const m of messages) {
-    if (m.role === "user") out.push({ role: "user", content: m.content });
-    else if (m.role === "tool") out.push({ role: "tool", tool_call_id: m.toolCallId, content: m.content });
-    else if (m.toolCalls && m.toolCalls.length > 0) {
-      out.push({
-        role: "assistant",
-        content: m.content || null,
-        tool_calls: m.toolCalls.map((c) => ({
-          id: c.id,
-          type: "function" as const,
-          // Some servers reject an empty arguments string; "{}" means the same.
-          function: { name: c.name, arguments: c.arguments || "{}" },
-        })),
-      });
-    } else out.push({ role: "assistant", content: m.content });
-  }
-  return out;
-}
-
-/** The request body: model, messages, tools (omitted when empty), stream flags, then `extraBody`. */
-export function toChatRequestBody(
-  model: string,
-  request: ModelRequest,
-  stream: boolean,
-  extraBody?: Record<string, unknown>,
-): Record<string, unknown> {
-  const tools: WireTool[] = request.tools.map((t) => ({
-    type: "function",
-    function: { name: t.name, description: t.description, parameters: t.parameters },
-  }));
-  return {
-    model,
-    messages: toChatMessages(request.system, request.messages),
-    ...(tools.length > 0 ? { tools } : {}),
-    ...(stream ? { stream_options: { include_usage: true } } : {}),
-    ...extraBody,
-    stream,
+/** The longest silence between two streamed chunks when `timeoutMs` is not set. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
+function createClient(options: OpenAIChatModelOptions): OpenAI {
+  const envKey = process.env.OPENAI_API_KEY?.trim() || undefined;
+  const baseURL = options.baseURL ?? (process.env.OPENAI_BASE_URL?.trim() || undefined);
+  const common = {
+    maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
+    // Failures reach the caller as error events; keep the client quiet unless OPENAI_LOG asks.
+    ...(process.env.OPENAI_LOG ? {} : { logLevel: "off" as const }),
+    ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
   };
+  if (options.azure) {
+    const apiKey = options.apiKey ?? (process.env.AZURE_OPENAI_API_KEY?.trim() || envKey);
+    // The SDK appends `/openai` to an `endpoint`, and takes a `baseURL` as the full prefix.
+    const full = baseURL && /\/openai\/?$|\/deployments\//.test(baseURL);
+    return new AzureOpenAI({
+      ...common,
+      apiVersion: options.azure.apiVersion,
+      ...(options.azure.deployment ? { deployment: options.azure.deployment } : {}),
+      ...(apiKey === undefined ? {} : { apiKey }),
+      // `baseURL: null` stops the SDK from also reading OPENAI_BASE_URL, which clashes with `endpoint`.
+      ...(baseURL === undefined ? {} : full ? { baseURL } : { endpoint: baseURL, baseURL: null }),
+    });
+  }
+  // Local servers (Ollama, llama.cpp, vLLM) need no key, but the client insists on one.
+  const apiKey = options.apiKey ?? (baseURL && !envKey ? "not-needed" : undefined);
+  return new OpenAI({
+    ...common,
+    ...(apiKey === undefined ? {} : { apiKey }),
+    ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
+  });
 }
 
-/** The innermost useful message of an error's `cause` chain, e.g. "connect ECONNREFUSED 127.0.0.1:1". */
-function causeDetail(error: unknown): { message?: string; code?: string } {
-  let message: string | undefined;
-  let code: string | undefined;
-  let current: unknown = (error as { cause?: unknown })?.cause;
-  for (let i = 0; i < 6 && current instanceof Error; i++) {
-    if (current.message) message = current.message;
-    const c = (current as { code?: unknown }).code;
-    if (typeof c === "string") code = c;
-    current = current.cause;
-  }
-  return { message, code };
+/** Waits `ms`, or less when `signal` fires. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const end = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", end);
+      resolve();
+    };
+    const timer = setTimeout(end, ms);
+    signal.addEventListener("abort", end, { once: true });
+  });
 }
 
-/** What `toModelError` needs to know about the request that failed. */
-export interface ModelErrorContext {
-  aborted: boolean;
-  idleTimedOut: boolean;
-  streaming: boolean;
-  timeoutMs?: number;
-  secrets: (string | null | undefined)[];
-}
-
-/** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
-export function toModelError(error: unknown, ctx: ModelErrorContext): ModelError {
-  const make = (code: string, message: string, status?: number): ModelError => {
-    let text = redactSecrets(message.replace(/\s+/g, " ").trim(), ctx.secrets);
-    if (text.length > MAX_MESSAGE_LENGTH) text = `${text.slice(0, MAX_MESSAGE_LENGTH - 3)}...`;
-    return status === undefined ? { code, message: text } : { code, message: text, status };
-  };
-  const raw = error instanceof Error ? error.message || error.name : String(error);
-  const cause = causeDetail(error);
-  const after = ctx.timeoutMs === undefined ? "" : ` after ${ctx.timeoutMs} ms`;
-  if (ctx.idleTimedOut) return make("timeout", `Model API stream stalled: no data${after}`);
-  if (ctx.aborted || error instanceof APIUserAbortError) return make("aborted", "Model request aborted");
-  if (error instanceof APIConnectionTimeoutError)
-    return make("timeout", `Model API request timed out${after}`);
-  if (error instanceof APIConnectionError) {
-    const detail = cause.message && cause.message !== raw ? `${raw} (${cause.message})` : raw;
-    return make("connection", `Model API connection error: ${detail}`);
-  }
-  if (error instanceof APIError) {
-    if (typeof error.status === "number") {
-      let detail = raw
-        .replace(/^\d{3}\s+/, "")
-        .replace(/^status code \(no body\)$/, "no error message in the body");
-      if (error.status === 401) detail += " (check the API key)";
-      if (error.status === 404) detail += " (check the model id and the base URL)";
-      return make(`http_${error.status}`, `Model API error (HTTP ${error.status}): ${detail}`, error.status);
-    }
-    return make("provider_error", `Model API error: ${raw}`);
-  }
-  if (error instanceof SyntaxError)
-    return make("invalid_response", `Model API returned an invalid response: ${raw}`);
-  if (cause.code === "UND_ERR_BODY_TIMEOUT" || cause.code === "UND_ERR_HEADERS_TIMEOUT") {
-    return make("timeout", `Model API request timed out: ${cause.message ?? raw}`);
-  }
-  if (ctx.streaming) {
-    const detail = cause.message ? `${raw} (${cause.message})` : raw;
-    return make("stream_incomplete", `Model API stream broke off before the reply was complete: ${detail}`);
-  }
-  return make("invalid_response", `Model API returned an invalid response: ${raw}`);
-}
+/** Backoff before requesting a broken stream again: 250 ms doubling up to 4 s, minus up to 25% jitter. */
+const streamRetryDelay = (attempt: number) => Math.min(250 * 2 ** attempt, 4000) * (1 - Math.random() * 0.25);
 
 /**
  * Creates the adapter. Never throws, here or later: a client that cannot be constructed (no API
@@ -157,31 +133,20 @@ export function toModelError(error: unknown, ctx: ModelErrorContext): ModelError
  *
  * `stream()` yields `thinking_delta` / `text_delta` events as they arrive, then exactly one `done`
  * (the assembled reply) or `error` (codes: `http_<status>`, `provider_error` for an error event
- * inside a 200 stream, `connection`, `timeout`, `aborted`, `stream_incomplete` when the stream
- * ends or breaks without a finish_reason, `invalid_response`, `missing_api_key`). Error messages
- * are one line and never contain the API key. Breaking out of the iteration cancels the request.
+ * inside a 200 stream, `connection`, `timeout` (no response in time, or a stream silent for
+ * longer than the idle timeout), `aborted`, `stream_incomplete` when the stream breaks or ends
+ * without a finish_reason (after the retries described at `retryPartialStreams`),
+ * `invalid_response` (malformed JSON, an HTML page or another body that is not an event stream),
+ * `missing_api_key`, `invalid_config`). Error messages are one line, never contain the API key, and
+ * summarise an HTML error page by its title. Breaking out of the iteration cancels the request.
  * Non-streaming mode yields a thinking_delta (when the reply has reasoning), a text_delta (when it
  * has content), then `done`.
  */
 export function openAIChatModel(options: OpenAIChatModelOptions): Model {
   const streaming = options.stream ?? true;
+  const idleTimeoutMs = options.timeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+  const streamRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   let client = options.client;
-  const getClient = (): OpenAI => {
-    if (client) return client;
-    const envKey = process.env.OPENAI_API_KEY?.trim();
-    const baseURL = options.baseURL ?? (process.env.OPENAI_BASE_URL?.trim() || undefined);
-    // Local servers (Ollama, llama.cpp, vLLM) need no key, but the client insists on one.
-    const apiKey = options.apiKey ?? (baseURL && !envKey ? "not-needed" : undefined);
-    client = new OpenAI({
-      ...(apiKey === undefined ? {} : { apiKey }),
-      ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
-      maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
-      // Failures reach the caller as error events; keep the client quiet unless OPENAI_LOG asks.
-      ...(process.env.OPENAI_LOG ? {} : { logLevel: "off" as const }),
-      ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
-    });
-    return client;
-  };
 
   async function* stream(request: ModelRequest, signal?: AbortSignal): AsyncGenerator<ModelEvent> {
     const ctx: ModelErrorContext = {
@@ -189,6 +154,7 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
       idleTimedOut: false,
       streaming: false,
       timeoutMs: options.timeoutMs,
+      idleTimeoutMs,
       // The key, and any credential-looking header value, never appear in a message.
       secrets: [
         options.apiKey,
@@ -212,21 +178,23 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
     const disarm = () => clearTimeout(idle);
     const arm = () => {
       disarm();
-      if (options.timeoutMs === undefined) return;
       idle = setTimeout(() => {
         ctx.idleTimedOut = true;
         controller.abort();
-      }, options.timeoutMs);
+      }, idleTimeoutMs);
     };
     try {
       let c: OpenAI;
       try {
-        c = getClient();
+        client ??= createClient(options);
+        c = client;
       } catch (error) {
         const missing = error instanceof OpenAIError && /credential|api.?key/i.test(error.message);
-        const message = missing
-          ? "No API key for the model API: set OPENAI_API_KEY, or pass --base-url for a local server that needs none"
-          : `Cannot create the model API client: ${error instanceof Error ? error.message : String(error)}`;
+        const message = !missing
+          ? `Cannot create the model API client: ${error instanceof Error ? error.message : String(error)}`
+          : options.azure
+            ? "No API key for the Azure OpenAI API: set AZURE_OPENAI_API_KEY or OPENAI_API_KEY, or pass apiKey"
+            : "No API key for the model API: set OPENAI_API_KEY, or pass --base-url for a local server that needs none";
         yield { type: "error", error: { code: missing ? "missing_api_key" : "invalid_config", message } };
         return;
       }
@@ -237,13 +205,27 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
         ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
         ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
       };
-      const body = toChatRequestBody(options.model, request, streaming, options.extraBody);
+      const body = toChatRequestBody(request, {
+        model: options.model,
+        stream: streaming,
+        systemRole: options.systemRole ?? defaultSystemRole(options.model, c),
+        ...(options.parallelToolCalls === undefined ? {} : { parallelToolCalls: options.parallelToolCalls }),
+        ...(options.extraBody ? { extraBody: options.extraBody } : {}),
+      });
 
       if (!streaming) {
         const params = body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
         const completion: unknown = await c.chat.completions.create(params, requestOptions);
         const reply = completionToReply(completion);
-        if (!reply) throw new SyntaxError("no choices[0].message in the chat.completion body");
+        if (!reply) {
+          const text = typeof completion === "string" ? completion : "";
+          throw new ModelFailure(
+            "invalid_response",
+            isHtml(text)
+              ? `Model API answered with an HTML page (${htmlTitle(text) ?? "no title"}) instead of JSON, probably from a proxy or a wrong base URL`
+              : "Model API returned an invalid response: no choices[0].message in the chat.completion body",
+          );
+        }
         if (reply.thinking) yield { type: "thinking_delta", text: reply.thinking };
         if (reply.content) yield { type: "text_delta", text: reply.content };
         yield { type: "done", message: reply };
@@ -251,33 +233,69 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
       }
 
       const params = body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
-      const { data: chunks, response } = await c.chat.completions
-        .create(params, requestOptions)
-        .withResponse();
-      ctx.streaming = true;
-      const assembler = new ChatStreamAssembler();
-      let received = 0;
-      arm();
-      // The timer only runs while we wait for the next chunk, never while the consumer works.
-      for await (const chunk of chunks) {
-        received++;
-        disarm();
-        for (const event of assembler.push(chunk)) yield event;
-        arm();
+      for (let attempt = 0; ; attempt++) {
+        let emitted = false;
+        try {
+          if (controller.signal.aborted) throw new APIUserAbortError();
+          ctx.streaming = false;
+          const { data: chunks, response } = await c.chat.completions
+            .create(params, requestOptions)
+            .withResponse();
+          ctx.streaming = true;
+          const type = response.headers.get("content-type") ?? "";
+          if (isHtml("", type)) {
+            // The SSE parser would skip every line of it; read the page to name it instead.
+            const page = await response.text().catch(() => "");
+            chunks.controller.abort();
+            throw new ModelFailure(
+              "invalid_response",
+              `Model API answered a streaming request with an HTML page (${htmlTitle(page) ?? "no title"}) instead of an event stream, probably from a proxy or a wrong base URL`,
+            );
+          }
+          const assembler = new ChatStreamAssembler();
+          let received = 0;
+          arm();
+          // The timer only runs while we wait for the next chunk, never while the consumer works.
+          for await (const chunk of chunks) {
+            received++;
+            disarm();
+            for (const event of assembler.push(chunk)) {
+              emitted = true;
+              yield event;
+            }
+            arm();
+          }
+          disarm();
+          // The client ends the iteration quietly (no throw) when its signal fires mid-stream.
+          if (controller.signal.aborted) throw new APIUserAbortError();
+          if (assembler.complete) {
+            yield { type: "done", message: assembler.reply() };
+            return;
+          }
+          if (received === 0 && !type.includes("event-stream")) {
+            throw new ModelFailure(
+              "invalid_response",
+              `Model API answered a streaming request without an event stream (content-type: ${type || "none"}); try stream: false`,
+            );
+          }
+          throw new ModelFailure(
+            "stream_incomplete",
+            "Model API stream ended before the reply was complete (no finish_reason, no usage)",
+          );
+        } catch (error) {
+          disarm();
+          const failure = toModelError(error, ctx);
+          const retry =
+            failure.code === "stream_incomplete" &&
+            attempt < streamRetries &&
+            (!emitted || options.retryPartialStreams === true);
+          if (!retry) {
+            yield { type: "error", error: failure };
+            return;
+          }
+        }
+        await pause(streamRetryDelay(attempt), controller.signal);
       }
-      disarm();
-      // The client ends the iteration quietly (no throw) when its signal fires mid-stream.
-      if (controller.signal.aborted) throw new APIUserAbortError();
-      if (!assembler.complete) {
-        const type = response.headers.get("content-type") ?? "none";
-        const message =
-          received === 0 && !type.includes("event-stream")
-            ? `Model API answered a streaming request without an event stream (content-type: ${type}); try stream: false`
-            : "Model API stream ended before the reply was complete (no finish_reason, no usage)";
-        yield { type: "error", error: { code: "stream_incomplete", message } };
-        return;
-      }
-      yield { type: "done", message: assembler.reply() };
     } catch (error) {
       yield { type: "error", error: toModelError(error, ctx) };
     } finally {

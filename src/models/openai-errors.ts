@@ -77,7 +77,10 @@ export function toModelError(error: unknown, ctx: ModelErrorContext): ModelError
   const cause = causeDetail(error);
   const after = ctx.timeoutMs === undefined ? "" : ` after ${ctx.timeoutMs} ms`;
   if (ctx.idleTimedOut) {
-    return make("timeout", `Model API stream stalled: no data for ${ctx.idleTimeoutMs ?? ctx.timeoutMs} ms`);
+    return make(
+      "timeout",
+      `Model API stream stalled: no data after ${ctx.idleTimeoutMs ?? ctx.timeoutMs} ms`,
+    );
   }
   if (ctx.aborted || error instanceof APIUserAbortError) return make("aborted", "Model request aborted");
   if (error instanceof ModelFailure) return make(error.code, error.message);

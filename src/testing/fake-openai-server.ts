@@ -4,7 +4,8 @@ import type { Usage } from "../core/messages.js";
 
 /**
  * A fake OpenAI-compatible Chat Completions server on 127.0.0.1 (random port) for tests.
- * `POST /v1/chat/completions` answers with what `respond` returns; `GET /v1/models` lists one model.
+ * `POST /v1/chat/completions` (and the Azure / AI DIAL path `/openai/deployments/<name>/chat/completions`)
+ * answers with what `respond` returns; `GET /v1/models` lists one model.
  * Scripted replies stream the way real servers do (role chunk, text in several small deltas, each
  * tool call's arguments over several chunks with `id` and `name` only on the first, a finish chunk,
  * an empty-choices usage chunk when `stream_options.include_usage` was sent, `data: [DONE]`), or
@@ -27,6 +28,8 @@ export interface FakeReply {
   usage?: Partial<Usage>;
   /** Default "tool_calls" when there are tool calls, else "stop". */
   finishReason?: string;
+  /** Streaming only: text written verbatim after the role chunk, e.g. a malformed SSE line. */
+  inject?: string;
 }
 
 /** Any response: a scripted reply or one of the faults. */
@@ -39,11 +42,17 @@ export type FakeResponse =
   /** Streams a role chunk and `afterText`, then destroys the socket (no finish, no [DONE]). */
   | { breakOff: true; afterText?: string }
   /** Streams a role chunk and `afterText`, then sends nothing more until the client goes away. */
-  | { stall: true; afterText?: string };
+  | { stall: true; afterText?: string }
+  /** Streams a role chunk and `afterText`, then half of the next chunk's line, then destroys the socket. */
+  | { cutMidChunk: true; afterText?: string }
+  /** Destroys the socket before sending anything (no status line, no headers). */
+  | { reset: true };
 
 export interface FakeRequest {
   method: string;
   path: string;
+  /** The query parameters, e.g. `{ "api-version": "2024-10-21" }` (always set by this server). */
+  query?: Record<string, string>;
   /** Lower-case header names. */
   headers: IncomingHttpHeaders;
   // biome-ignore lint/suspicious/noExplicitAny: a parsed JSON body of any shape
@@ -57,6 +66,8 @@ export type FakeResponder =
 export interface FakeOpenAIServer {
   /** Base URL ending in `/v1`, e.g. `http://127.0.0.1:54321/v1`. */
   readonly url: string;
+  /** The server's root, e.g. `http://127.0.0.1:54321` (an Azure-style base URL). */
+  readonly origin: string;
   /** Every chat-completions request received, in order. */
   readonly requests: FakeRequest[];
   close(): Promise<void>;
@@ -132,7 +143,7 @@ export async function startFakeOpenAIServer(options: { respond: FakeResponder })
     }
     const chunk = (delta: unknown, finishReason: string | null = null) =>
       `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finishReason }] })}\n\n`;
-    let out = chunk({ role: "assistant", content: "" });
+    let out = chunk({ role: "assistant", content: "" }) + (r.inject ?? "");
     for (const t of words(r.reasoning ?? "")) out += chunk({ reasoning_content: t });
     for (const t of words(r.text ?? "")) out += chunk({ content: t });
     calls.forEach((c, i) => {
@@ -159,7 +170,9 @@ export async function startFakeOpenAIServer(options: { respond: FakeResponder })
       const body = r.body ?? JSON.stringify(errorBody(`Fake server error (HTTP ${r.status})`));
       res.writeHead(r.status, { "content-type": "application/json", ...r.headers });
       res.end(body);
-    } else if ("breakOff" in r || "stall" in r) {
+    } else if ("reset" in r) {
+      res.socket?.destroy();
+    } else if ("breakOff" in r || "stall" in r || "cutMidChunk" in r) {
       const base = {
         id: `chatcmpl-fake-${index}`,
         object: "chat.completion.chunk",
@@ -171,8 +184,12 @@ export async function startFakeOpenAIServer(options: { respond: FakeResponder })
       res.writeHead(200, { "content-type": "text/event-stream" });
       res.write(chunk({ role: "assistant", content: "" }));
       for (const t of words(r.afterText ?? "")) res.write(chunk({ content: t }));
+      if ("cutMidChunk" in r) {
+        const line = chunk({ content: " and the rest" });
+        res.write(line.slice(0, Math.floor(line.length / 2)));
+      }
       // Destroy only after the chunks were flushed, so the client sees them before the break.
-      if ("breakOff" in r) setTimeout(() => res.socket?.destroy(), 20);
+      if (!("stall" in r)) setTimeout(() => res.socket?.destroy(), 20);
     } else reply(res, request, index, r);
   };
 
@@ -180,7 +197,8 @@ export async function startFakeOpenAIServer(options: { respond: FakeResponder })
     const parts: Buffer[] = [];
     req.on("data", (d: Buffer) => parts.push(d));
     req.on("end", async () => {
-      const path = (req.url ?? "/").split("?")[0] ?? "/";
+      const url = new URL(req.url ?? "/", "http://fake");
+      const path = url.pathname;
       if (req.method === "GET" && path === "/v1/models") {
         sendJson(res, 200, {
           object: "list",
@@ -188,7 +206,9 @@ export async function startFakeOpenAIServer(options: { respond: FakeResponder })
         });
         return;
       }
-      if (req.method !== "POST" || path !== "/v1/chat/completions") {
+      const chat =
+        path === "/v1/chat/completions" || /^\/openai\/deployments\/[^/]+\/chat\/completions$/.test(path);
+      if (req.method !== "POST" || !chat) {
         sendJson(res, 404, errorBody(`Fake OpenAI server: no route ${req.method} ${path}`, "not_found"));
         return;
       }
@@ -199,7 +219,8 @@ export async function startFakeOpenAIServer(options: { respond: FakeResponder })
       } catch {
         body = text;
       }
-      const request: FakeRequest = { method: req.method, path, headers: req.headers, body };
+      const query = Object.fromEntries(url.searchParams);
+      const request: FakeRequest = { method: req.method, path, query, headers: req.headers, body };
       const index = requests.push(request) - 1;
       const noRetry = { "x-should-retry": "false" };
       try {
@@ -225,6 +246,7 @@ export async function startFakeOpenAIServer(options: { respond: FakeResponder })
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}/v1`,
+    origin: `http://127.0.0.1:${port}`,
     requests,
     close: () =>
       new Promise<void>((resolve) => {
