@@ -396,7 +396,12 @@ describe("Agent loop", () => {
     const model = scriptedModel([{ text: "one" }, { text: "two" }]);
     const agent = new Agent({ model, tools: () => catalogue });
     await agent.run("first");
-    const sub = defineTool({ name: "sub", description: "Subtracts.", parameters: z.object({}), execute: () => 0 });
+    const sub = defineTool({
+      name: "sub",
+      description: "Subtracts.",
+      parameters: z.object({}),
+      execute: () => 0,
+    });
     catalogue = [add, sub];
     await agent.run("second");
     expect(model.requests.map((r) => r.tools.map((t) => t.name))).toEqual([["add"], ["add", "sub"]]);
