@@ -6,6 +6,7 @@ import { chatCommand } from "./chat.js";
 import type { CliFlags } from "./config.js";
 import { USAGE_ERROR } from "./render.js";
 import { loadTools, runCommand, settingsFrom } from "./run.js";
+import { type ServeFlags, serveCommand } from "./serve.js";
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);
@@ -18,6 +19,12 @@ const positiveNumber = (name: string) => (value: string) => {
   const n = Number(value);
   if (value.trim() === "" || !Number.isFinite(n) || n <= 0)
     throw new InvalidArgumentError(`${name} must be a positive number.`);
+  return n;
+};
+
+const port = (value: string) => {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || n > 65535) throw new InvalidArgumentError("--port must be 0-65535.");
   return n;
 };
 
@@ -133,10 +140,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     });
 
   withCommonOptions(program.command("serve"))
-    .description("OpenAI-compatible HTTP server (coming soon)")
-    .allowUnknownOption()
-    .action(() => {
-      throw new AgentloopError("usage", "'agentloop serve' is not available yet: use 'agentloop run'.");
+    .description("serve the agent as an OpenAI-compatible model (web chat at /)")
+    .option("--port <n>", "port to listen on (0 picks a free one)", port, 8787)
+    .option("--host <host>", "interface to bind (use 0.0.0.0 to expose it)", "127.0.0.1")
+    .action(async (flags: ServeFlags) => {
+      exitCode = await serveCommand(flags);
     });
 
   try {

@@ -67,6 +67,8 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** This run's limits, over the agent's `budget`. The time limit stops the run with `aborted`. */
   budget?: Budget;
+  /** More instructions for this run, appended after the agent's own (e.g. a chat client's system message). */
+  instructions?: string;
   /** A previous run's `messages`, to continue that conversation. Not modified. */
   history?: readonly Message[];
 }
@@ -164,7 +166,7 @@ export class Agent {
     const history: Message[] = [...(options.history ?? []), { role: "user", content: input }];
     const events = runLoop({
       model: this.model,
-      instructions: o.instructions ?? "",
+      instructions: [o.instructions, options.instructions].filter(Boolean).join("\n\n"),
       mode: o.mode ?? "natural",
       toolProtocol: o.toolProtocol ?? "native",
       tools: this.tools,
