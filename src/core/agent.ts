@@ -157,7 +157,7 @@ export class Agent {
   }
 
   /** Streams the events of one run; the generator's return value is the `RunResult`. */
-  async *stream(input: string, options: RunOptions = {}): AsyncGenerator<AgentEvent, RunResult> {
+  stream(input: string, options: RunOptions = {}): AsyncGenerator<AgentEvent, RunResult> {
     const o = this.options;
     const budget = { ...o.budget, ...options.budget };
     if (options.budget) this.checkBudget(budget);
@@ -182,11 +182,19 @@ export class Agent {
       ...(this.price && { price: this.price }),
       signal: active.length === 1 ? (active[0] as AbortSignal) : AbortSignal.any(active),
     });
-    while (true) {
-      const next = await events.next();
-      if (next.done) return next.value;
-      o.onEvent?.(next.value);
-      yield next.value;
-    }
+    // No wrapper unless someone observes: every layer of async generator costs each event a few microtasks.
+    return o.onEvent ? observe(events, o.onEvent) : events;
+  }
+}
+
+async function* observe(
+  events: AsyncGenerator<AgentEvent, RunResult>,
+  onEvent: (event: AgentEvent) => void,
+): AsyncGenerator<AgentEvent, RunResult> {
+  while (true) {
+    const next = await events.next();
+    if (next.done) return next.value;
+    onEvent(next.value);
+    yield next.value;
   }
 }

@@ -1,0 +1,187 @@
+// The benchmark suite: `npm run bench` (or `npm run bench -- --quick`). Writes BENCHMARKS.md
+// and bench/results/overhead.svg. Timings are for comparison on one machine, not assertions.
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import { Bench } from "tinybench";
+import { RUNNERS, type Runner } from "./peers.ts";
+import { concurrency, httpEndToEnd, parallelTools, serverRps } from "./scenarios.ts";
+import { chart } from "./svg.ts";
+
+const quick = process.argv.includes("--quick");
+const SIZES = quick ? [10, 100] : [10, 100, 1_000, 10_000];
+/** A peer run is skipped when its estimate passes this (the OpenAI Agents SDK grows quadratically). */
+const MAX_RUN_MS = quick ? 3_000 : 30_000;
+const gc = (globalThis as { gc?: () => void }).gc;
+
+type Row = Record<string, number | undefined>;
+const overhead: Record<"plain" | "streaming", Record<string, Row>> = { plain: {}, streaming: {} };
+
+async function measure(
+  runner: Runner,
+  n: number,
+  streaming: boolean,
+  estimateMs: number,
+): Promise<number | undefined> {
+  if (estimateMs > MAX_RUN_MS) return undefined;
+  const samples = Math.max(1, Math.min(50, Math.floor((quick ? 300 : 1500) / Math.max(estimateMs, 0.01))));
+  const bench = new Bench({
+    iterations: samples,
+    time: 0,
+    warmupIterations: n >= 1000 ? 1 : 5,
+    warmupTime: 0,
+  });
+  const run = runner(n, streaming);
+  bench.add("run", async () => {
+    await run();
+  });
+  await bench.run();
+  const latency = bench.tasks[0]?.result;
+  const mean = latency && "latency" in latency ? latency.latency.mean : undefined;
+  return mean === undefined ? undefined : (mean * 1000) / n; // µs per iteration
+}
+
+for (const mode of ["plain", "streaming"] as const) {
+  for (const [name, runner] of Object.entries(RUNNERS)) {
+    const row: Row = {};
+    let perIteration = 0.01;
+    let previous = SIZES[0] ?? 1;
+    for (const n of SIZES) {
+      // The Agents SDK re-copies its history every turn: its cost per iteration grows with N.
+      const growth = name === "OpenAI Agents SDK" ? n / previous : 1;
+      const estimateMs = (perIteration * growth * n) / 1000;
+      previous = n;
+      const value = await measure(runner, n, mode === "streaming", estimateMs);
+      row[n] = value;
+      if (value !== undefined) perIteration = value;
+      process.stderr.write(
+        `${mode} ${name} N=${n}: ${value === undefined ? "skipped" : `${value.toFixed(2)} µs/iteration`}\n`,
+      );
+    }
+    overhead[mode][name] = row;
+  }
+}
+
+/** Heap retained by one run of N iterations (the run's history is alive at the end), per iteration. */
+async function heapPerIteration(runner: Runner, n: number): Promise<number | undefined> {
+  if (!gc) return undefined;
+  const run = runner(n, false);
+  await run(); // warm-up: lazy module state is not growth
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const result = await run();
+  gc();
+  const retained = process.memoryUsage().heapUsed - before;
+  void result; // alive until here: the run's history is part of what is measured
+  return Math.max(0, retained) / n;
+}
+const heapSizes = quick ? [100] : [1_000, 10_000];
+const heap: Record<string, Row> = {};
+for (const [name, runner] of Object.entries(RUNNERS)) {
+  heap[name] = {};
+  for (const n of heapSizes) {
+    const us = overhead.plain[name]?.[n];
+    (heap[name] as Row)[n] = us === undefined && n > 1000 ? undefined : await heapPerIteration(runner, n);
+  }
+}
+
+const sections: string[] = [];
+const fmt = (v: number | undefined, digits = 1) => (v === undefined ? "skipped" : v.toFixed(digits));
+const peers = Object.keys(RUNNERS).filter((n) => n !== "agentloop" && n !== "hand-written loop");
+
+for (const mode of ["plain", "streaming"] as const) {
+  const rows = Object.entries(overhead[mode]).map(
+    ([name, row]) => `| ${name} | ${SIZES.map((n) => fmt(row[n], 2)).join(" | ")} |`,
+  );
+  const ratios = peers.map(
+    (peer) =>
+      `| agentloop vs ${peer} | ${SIZES.map((n) => {
+        const ours = overhead[mode].agentloop?.[n];
+        const theirs = overhead[mode][peer]?.[n];
+        return ours && theirs ? `${(theirs / ours).toFixed(0)}x faster` : "-";
+      }).join(" | ")} |`,
+  );
+  sections.push(
+    `### Overhead per iteration, ${mode === "plain" ? "non-streaming" : "streaming"} (µs, lower is better)\n\n| framework | ${SIZES.map((n) => `N = ${n.toLocaleString("en")}`).join(" | ")} |\n| --- | ${SIZES.map(() => "---:").join(" | ")} |\n${rows.join("\n")}\n${ratios.join("\n")}`,
+  );
+}
+sections.push(
+  `### Heap retained by one run, per iteration (bytes; the run's final state with its whole history, after gc)\n\n| framework | ${heapSizes.map((n) => `N = ${n.toLocaleString("en")}`).join(" | ")} |\n| --- | ${heapSizes.map(() => "---:").join(" | ")} |\n${Object.entries(
+    heap,
+  )
+    .map(([name, row]) => `| ${name} | ${heapSizes.map((n) => fmt(row[n], 0)).join(" | ")} |`)
+    .join("\n")}`,
+);
+
+process.stderr.write("end-to-end over HTTP...\n");
+sections.push(await httpEndToEnd(quick ? 10 : 100));
+process.stderr.write("pruning...\n");
+const pruning = execFileSync(process.execPath, [new URL("./pruning.ts", import.meta.url).pathname], {
+  encoding: "utf8",
+});
+sections.push(
+  `### Pruning cost per model call as the history grows (bench/pruning.ts)\n\n\`\`\`\n${pruning.trim()}\n\`\`\``,
+);
+process.stderr.write("parallel tools...\n");
+sections.push(await parallelTools());
+process.stderr.write("concurrent sessions...\n");
+sections.push(await concurrency(quick ? [100, 1_000] : [1_000, 10_000]));
+process.stderr.write("server requests per second...\n");
+sections.push(await serverRps(quick ? 2 : 5));
+
+// Targets (SPEC section 7 and the issue), judged from the numbers above.
+const targets: string[] = [];
+for (const mode of ["plain", "streaming"] as const) {
+  const ours = overhead[mode].agentloop ?? {};
+  const floor = overhead[mode]["hand-written loop"] ?? {};
+  const tenth = SIZES.every((n) => {
+    const fastest = Math.min(...peers.map((p) => overhead[mode][p]?.[n] ?? Number.POSITIVE_INFINITY));
+    return (ours[n] ?? Number.POSITIVE_INFINITY) <= fastest / 10;
+  });
+  const values = SIZES.map((n) => ours[n] ?? 0);
+  const flat = Math.max(...values) <= 2 * Math.min(...values);
+  const within5 = SIZES.map((n) => (ours[n] ?? 0) / (floor[n] ?? 1));
+  targets.push(`| ${mode}: at most a tenth of the fastest peer at every N | ${tenth ? "met" : "missed"} |`);
+  targets.push(
+    `| ${mode}: flat from N = ${SIZES[0]} to ${SIZES.at(-1)} (max/min ${(Math.max(...values) / Math.min(...values)).toFixed(2)}) | ${flat ? "met" : "missed"} |`,
+  );
+  targets.push(
+    `| ${mode}: within 5x of the hand-written loop (${within5.map((r) => `${r.toFixed(1)}x`).join(", ")}) | ${within5.every((r) => r <= 5) ? "met" : "missed"} |`,
+  );
+}
+
+mkdirSync(new URL("./results/", import.meta.url), { recursive: true });
+writeFileSync(new URL("./results/overhead.svg", import.meta.url), chart(overhead.plain, SIZES));
+const versions = JSON.parse(
+  execFileSync("npm", ["ls", "--json", "--depth=0"], {
+    cwd: new URL(".", import.meta.url),
+    encoding: "utf8",
+  }),
+).dependencies as Record<string, { version: string }>;
+const report = `# Benchmarks
+
+Generated by \`npm run bench${quick ? " -- --quick" : ""}\` on ${new Date().toISOString().slice(0, 10)}: ${os.cpus()[0]?.model ?? "cpu"} (${os.cpus().length} cores), Node ${process.version}, ${os.platform()}.
+Peers: ${Object.entries(versions)
+  .map(([name, v]) => `${name} ${v.version}`)
+  .join(", ")}.
+
+Method: one process, one workload for every framework: a zero-latency fake model asks for
+\`add({"a":1,"b":2})\` on each of N turns and then answers; the tool adds. Each framework uses its
+own documented fake or mock model (AI SDK \`MockLanguageModelV4\`, an Agents SDK \`Model\`, a LangChain
+\`BaseChatModel\`) and its lightest run API (\`generateText\`/\`streamText\`, \`run\`, \`createReactAgent\`);
+agentloop runs with its defaults (pruning on). Time per iteration = run time / N, mean over tinybench
+samples after warm-up. A peer run whose estimate passes ${MAX_RUN_MS / 1000} s is skipped. Numbers vary
+between runs by 10-30% on a shared machine: compare ratios, not digits.
+
+![overhead per iteration](bench/results/overhead.svg)
+
+${sections.join("\n\n")}
+
+## Targets
+
+| target | result |
+| --- | --- |
+${targets.join("\n")}
+`;
+writeFileSync(new URL("../BENCHMARKS.md", import.meta.url), report);
+process.stderr.write("wrote BENCHMARKS.md\n");
