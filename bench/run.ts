@@ -1,6 +1,6 @@
 // The benchmark suite: `npm run bench` (or `npm run bench -- --quick`). Writes BENCHMARKS.md
 // and bench/results/overhead.svg. Timings are for comparison on one machine, not assertions.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { Bench } from "tinybench";
@@ -41,19 +41,49 @@ async function measure(
   return mean === undefined ? undefined : (mean * 1000) / n; // µs per iteration
 }
 
+/** Why a measurement is missing, by "mode name n". */
+const missing = new Map<string, string>();
+
+/** One measurement in a child process with a 4 GB heap; a crash is reported, not fatal. */
+function inChild(name: string, n: number, mode: string, estimateMs: number): number | undefined {
+  if (estimateMs > MAX_RUN_MS) return undefined;
+  const child = spawnSync(
+    process.execPath,
+    [
+      "--max-old-space-size=4096",
+      new URL("./measure-one.ts", import.meta.url).pathname,
+      name,
+      String(n),
+      mode,
+    ],
+    { encoding: "utf8", timeout: 4 * MAX_RUN_MS },
+  );
+  try {
+    return (JSON.parse(child.stdout) as { usPerIteration: number }).usPerIteration;
+  } catch {
+    const oom = /heap out of memory/.test(child.stderr);
+    missing.set(`${mode} ${name} ${n}`, oom ? "out of memory (4 GB)" : "failed or too slow");
+    return undefined;
+  }
+}
+
 for (const mode of ["plain", "streaming"] as const) {
   for (const [name, runner] of Object.entries(RUNNERS)) {
     const row: Row = {};
-    let perIteration = 0.01;
-    let previous = SIZES[0] ?? 1;
+    let perIteration: number | undefined;
+    let growth = 1;
     for (const n of SIZES) {
-      // The Agents SDK re-copies its history every turn: its cost per iteration grows with N.
-      const growth = name === "OpenAI Agents SDK" ? n / previous : 1;
-      const estimateMs = (perIteration * growth * n) / 1000;
-      previous = n;
-      const value = await measure(runner, n, mode === "streaming", estimateMs);
+      // Some peers re-copy their history every turn, so their cost per iteration grows with N:
+      // extrapolate the last growth, and skip runs that would take too long (or run out of memory).
+      const estimateMs = ((perIteration ?? 0) * growth * n) / 1000;
+      const isolated = n >= 10_000 && name !== "agentloop" && name !== "hand-written loop";
+      const value = isolated
+        ? inChild(name, n, mode, estimateMs)
+        : await measure(runner, n, mode === "streaming", estimateMs);
       row[n] = value;
-      if (value !== undefined) perIteration = value;
+      if (value === undefined) break;
+      if (perIteration !== undefined) growth = Math.max(1, value / perIteration);
+      perIteration = value;
       process.stderr.write(
         `${mode} ${name} N=${n}: ${value === undefined ? "skipped" : `${value.toFixed(2)} µs/iteration`}\n`,
       );
@@ -91,7 +121,8 @@ const peers = Object.keys(RUNNERS).filter((n) => n !== "agentloop" && n !== "han
 
 for (const mode of ["plain", "streaming"] as const) {
   const rows = Object.entries(overhead[mode]).map(
-    ([name, row]) => `| ${name} | ${SIZES.map((n) => fmt(row[n], 2)).join(" | ")} |`,
+    ([name, row]) =>
+      `| ${name} | ${SIZES.map((n) => missing.get(`${mode} ${name} ${n}`) ?? fmt(row[n], 2)).join(" | ")} |`,
   );
   const ratios = peers.map(
     (peer) =>

@@ -28,6 +28,15 @@ async function listen(options: ServerOptions, apiKey = "none") {
 const calculatorAgent = (steps: ScriptedStep[]) =>
   new Agent({ model: scriptedModel(steps), tools: builtinTools(), instructions: "You are exact." });
 
+/** The parts of a response body these tests read. */
+interface Body {
+  error: { message: string; type: string; code: string | null };
+  data: { id: string }[];
+  model: string;
+  choices: { message: { content: string } }[];
+}
+const body = async (res: Response) => (await res.json()) as Body;
+
 const post = (server: ReturnType<typeof createApp>, body: unknown, headers: Record<string, string> = {}) =>
   server.app.request("/v1/chat/completions", {
     method: "POST",
@@ -138,7 +147,7 @@ describe("OpenAI-compatible server", () => {
         body: JSON.stringify({ model: "broken", messages: [{ role: "user", content: "hi" }], stream }),
       });
       expect(res.status).toBe(502);
-      expect(await res.json()).toEqual({
+      expect(await body(res)).toEqual({
         error: {
           message: "Model API error (HTTP 500): boom",
           type: "upstream_error",
@@ -154,7 +163,8 @@ describe("OpenAI-compatible server", () => {
       stream: true,
     });
     const chunks: { agentloop?: { type: string; message?: string } }[] = [];
-    for await (const chunk of stream) chunks.push(chunk);
+    for await (const chunk of stream)
+      chunks.push(chunk as { agentloop?: { type: string; message?: string } });
     expect(chunks.at(-1)?.agentloop).toMatchObject({ type: "error", message: "boom later" });
   });
 
@@ -162,7 +172,7 @@ describe("OpenAI-compatible server", () => {
     const server = createApp({ agents: { a: calculatorAgent([]) } });
     const bad = await post(server, { model: "nope", messages: "not a list" });
     expect(bad.status).toBe(400);
-    expect((await bad.json()).error).toMatchObject({
+    expect((await body(bad)).error).toMatchObject({
       type: "invalid_request_error",
       code: "invalid_request",
     });
@@ -170,15 +180,15 @@ describe("OpenAI-compatible server", () => {
     expect(json.status).toBe(400);
     const lastNotUser = await post(server, { messages: [{ role: "assistant", content: "hi" }] });
     expect(lastNotUser.status).toBe(400);
-    expect((await lastNotUser.json()).error.message).toContain("the last message must be a user message");
+    expect((await body(lastNotUser)).error.message).toContain("the last message must be a user message");
     const missing = await post(server, { model: "nope", messages: [{ role: "user", content: "hi" }] });
     expect(missing.status).toBe(404);
-    expect((await missing.json()).error).toMatchObject({ type: "not_found_error", code: "model_not_found" });
+    expect((await body(missing)).error).toMatchObject({ type: "not_found_error", code: "model_not_found" });
     const huge = await post(createApp({ agents: { a: calculatorAgent([]) }, maxBodyBytes: 1000 }), {
       messages: [{ role: "user", content: "x".repeat(5000) }],
     });
     expect(huge.status).toBe(413);
-    expect((await huge.json()).error.code).toBe("request_too_large");
+    expect((await body(huge)).error.code).toBe("request_too_large");
   });
 
   it("requires the API key when one is set, and lists models, health and metrics", async () => {
@@ -188,18 +198,18 @@ describe("OpenAI-compatible server", () => {
     });
     const none = await server.app.request("/v1/models");
     expect(none.status).toBe(401);
-    expect((await none.json()).error.type).toBe("authentication_error");
+    expect((await body(none)).error.type).toBe("authentication_error");
     const wrong = await server.app.request("/v1/models", { headers: { authorization: "Bearer nope" } });
     expect(wrong.status).toBe(401);
     const models = await server.app.request("/v1/models", { headers: { authorization: "Bearer s3cret" } });
-    expect((await models.json()).data.map((m: { id: string }) => m.id)).toEqual(["first", "second"]);
+    expect((await body(models)).data.map((m: { id: string }) => m.id)).toEqual(["first", "second"]);
     // A request without `model` goes to the first agent.
     const res = await post(
       server,
       { messages: [{ role: "user", content: "hello" }] },
       { authorization: "Bearer s3cret" },
     );
-    expect((await res.json()).model).toBe("first");
+    expect((await body(res)).model).toBe("first");
     expect(await (await server.app.request("/healthz")).json()).toEqual({ status: "ok" });
     const metrics = await (await server.app.request("/metrics")).text();
     expect(metrics).toContain('agentloop_runs_total{stop_reason="final_answer"} 1');
@@ -283,7 +293,7 @@ describe("OpenAI-compatible server", () => {
     expect(idle).toBe(false);
     release();
     const res = await inFlight;
-    expect((await res.json()).choices[0].message.content).toBe("finished");
+    expect((await body(res)).choices[0]?.message.content).toBe("finished");
     await server.idle();
   });
 });

@@ -7,6 +7,7 @@ import Anthropic, {
 import { redactSecrets } from "../core/redact.js";
 import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
 import { AnthropicStreamAssembler, toAnthropicRequestBody } from "./anthropic-wire.js";
+import { causeDetail, modelError, statusHint } from "./model-errors.js";
 
 export { AnthropicStreamAssembler, toAnthropicMessages, toAnthropicRequestBody } from "./anthropic-wire.js";
 
@@ -43,7 +44,6 @@ export interface AnthropicModelOptions {
 }
 
 const DEFAULT_MAX_RETRIES = 3;
-const MAX_MESSAGE_LENGTH = 1000;
 
 /** What `toAnthropicModelError` needs to know about the request that failed. */
 export interface AnthropicErrorContext {
@@ -54,27 +54,10 @@ export interface AnthropicErrorContext {
   secrets: (string | null | undefined)[];
 }
 
-/** The innermost message and code of an error's `cause` chain, e.g. "connect ECONNREFUSED 127.0.0.1:1". */
-function causeDetail(error: unknown): { message?: string; code?: string } {
-  let message: string | undefined;
-  let code: string | undefined;
-  let current: unknown = (error as { cause?: unknown })?.cause;
-  for (let i = 0; i < 6 && current instanceof Error; i++) {
-    if (current.message) message = current.message;
-    const c = (current as { code?: unknown }).code;
-    if (typeof c === "string") code = c;
-    current = current.cause;
-  }
-  return { message, code };
-}
-
 /** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
 export function toAnthropicModelError(error: unknown, ctx: AnthropicErrorContext): ModelError {
-  const make = (code: string, message: string, status?: number): ModelError => {
-    let text = redactSecrets(message.replace(/\s+/g, " ").trim(), ctx.secrets);
-    if (text.length > MAX_MESSAGE_LENGTH) text = `${text.slice(0, MAX_MESSAGE_LENGTH - 3)}...`;
-    return status === undefined ? { code, message: text } : { code, message: text, status };
-  };
+  const make = (code: string, message: string, status?: number): ModelError =>
+    modelError(code, message, ctx.secrets, status);
   const raw = error instanceof Error ? error.message || error.name : String(error);
   const cause = causeDetail(error);
   const after = ctx.timeoutMs === undefined ? "" : ` after ${ctx.timeoutMs} ms`;
@@ -91,8 +74,7 @@ export function toAnthropicModelError(error: unknown, ctx: AnthropicErrorContext
     const detail = error.apiMessage ?? raw.replace(/^\d{3}\s+/, "");
     if (typeof error.status === "number") {
       let text = detail.replace(/^status code \(no body\)$/, "no error message in the body");
-      if (error.status === 401) text += " (check the API key)";
-      if (error.status === 404) text += " (check the model id and the base URL)";
+      text += statusHint(error.status);
       return make(`http_${error.status}`, `Model API error (HTTP ${error.status}): ${text}`, error.status);
     }
     // An `event: error` inside a 200 stream, e.g. overloaded_error.

@@ -1,10 +1,9 @@
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
 import { redactSecrets } from "../core/redact.js";
 import type { ModelError } from "./adapter.js";
+import { causeDetail, modelError, statusHint } from "./model-errors.js";
 
 /** Error mapping of the OpenAI-compatible adapter: anything thrown during a request → one `ModelError`. */
-
-const MAX_MESSAGE_LENGTH = 1000;
 
 /** A failure the adapter detected itself; `toModelError` keeps its code and message. */
 export class ModelFailure extends Error {
@@ -26,20 +25,6 @@ export interface ModelErrorContext {
   /** The longest silence allowed between two streamed chunks. */
   idleTimeoutMs?: number;
   secrets: (string | null | undefined)[];
-}
-
-/** The innermost useful message of an error's `cause` chain, e.g. "connect ECONNREFUSED 127.0.0.1:1". */
-function causeDetail(error: unknown): { message?: string; code?: string } {
-  let message: string | undefined;
-  let code: string | undefined;
-  let current: unknown = (error as { cause?: unknown })?.cause;
-  for (let i = 0; i < 6 && current instanceof Error; i++) {
-    if (current.message) message = current.message;
-    const c = (current as { code?: unknown }).code;
-    if (typeof c === "string") code = c;
-    current = current.cause;
-  }
-  return { message, code };
 }
 
 const ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: " " };
@@ -68,11 +53,8 @@ export function htmlTitle(html: string): string | undefined {
 
 /** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
 export function toModelError(error: unknown, ctx: ModelErrorContext): ModelError {
-  const make = (code: string, message: string, status?: number): ModelError => {
-    let text = redactSecrets(message.replace(/\s+/g, " ").trim(), ctx.secrets);
-    if (text.length > MAX_MESSAGE_LENGTH) text = `${text.slice(0, MAX_MESSAGE_LENGTH - 3)}...`;
-    return status === undefined ? { code, message: text } : { code, message: text, status };
-  };
+  const make = (code: string, message: string, status?: number): ModelError =>
+    modelError(code, message, ctx.secrets, status);
   const raw = error instanceof Error ? error.message || error.name : String(error);
   const cause = causeDetail(error);
   const after = ctx.timeoutMs === undefined ? "" : ` after ${ctx.timeoutMs} ms`;
@@ -98,8 +80,7 @@ export function toModelError(error: unknown, ctx: ModelErrorContext): ModelError
         detail = `${htmlTitle(detail) ?? "no title"} (an HTML page, probably from a proxy)`;
       }
       detail = detail.replace(/^status code \(no body\)$/, "no error message in the body");
-      if (error.status === 401) detail += " (check the API key)";
-      if (error.status === 404) detail += " (check the model id and the base URL)";
+      detail += statusHint(error.status);
       return make(`http_${error.status}`, `Model API error (HTTP ${error.status}): ${detail}`, error.status);
     }
     return make("provider_error", `Model API error: ${raw}`);
