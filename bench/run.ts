@@ -56,7 +56,7 @@ function inChild(name: string, n: number, mode: string, estimateMs: number): num
       String(n),
       mode,
     ],
-    { encoding: "utf8", timeout: 4 * MAX_RUN_MS },
+    { encoding: "utf8", timeout: 4 * MAX_RUN_MS, killSignal: "SIGKILL" },
   );
   try {
     return (JSON.parse(child.stdout) as { usPerIteration: number }).usPerIteration;
@@ -92,6 +92,8 @@ for (const mode of ["plain", "streaming"] as const) {
   }
 }
 
+let kept: unknown;
+
 /** Heap retained by one run of N iterations (the run's history is alive at the end), per iteration. */
 async function heapPerIteration(runner: Runner, n: number): Promise<number | undefined> {
   if (!gc) return undefined;
@@ -99,10 +101,10 @@ async function heapPerIteration(runner: Runner, n: number): Promise<number | und
   await run(); // warm-up: lazy module state is not growth
   gc();
   const before = process.memoryUsage().heapUsed;
-  const result = await run();
+  kept = await run(); // a module-level reference, so the run's history cannot be collected early
   gc();
   const retained = process.memoryUsage().heapUsed - before;
-  void result; // alive until here: the run's history is part of what is measured
+  kept = undefined;
   return Math.max(0, retained) / n;
 }
 const heapSizes = quick ? [100] : [1_000, 10_000];
@@ -169,12 +171,20 @@ for (const mode of ["plain", "streaming"] as const) {
     const fastest = Math.min(...peers.map((p) => overhead[mode][p]?.[n] ?? Number.POSITIVE_INFINITY));
     return (ours[n] ?? Number.POSITIVE_INFINITY) <= fastest / 10;
   });
-  const values = SIZES.map((n) => ours[n] ?? 0);
-  const flat = Math.max(...values) <= 2 * Math.min(...values);
+  const values = SIZES.map((n) => ours[n] ?? Number.POSITIVE_INFINITY);
+  // Flat: the cost per iteration does not grow with N (the smallest N also carries the run's setup).
+  const growth = (values.at(-1) ?? 0) / Math.min(...values);
+  const flat = growth <= 1.25;
   const within5 = SIZES.map((n) => (ours[n] ?? 0) / (floor[n] ?? 1));
-  targets.push(`| ${mode}: at most a tenth of the fastest peer at every N | ${tenth ? "met" : "missed"} |`);
+  const ratios = SIZES.flatMap((n) => {
+    const fastest = Math.min(...peers.map((p) => overhead[mode][p]?.[n] ?? Number.POSITIVE_INFINITY));
+    return Number.isFinite(fastest) ? [`${(fastest / (ours[n] ?? 1)).toFixed(0)}x`] : [];
+  });
   targets.push(
-    `| ${mode}: flat from N = ${SIZES[0]} to ${SIZES.at(-1)} (max/min ${(Math.max(...values) / Math.min(...values)).toFixed(2)}) | ${flat ? "met" : "missed"} |`,
+    `| ${mode}: at most a tenth of the fastest peer at every N (fastest peer / agentloop: ${ratios.join(", ")}) | ${tenth ? "met" : "missed"} |`,
+  );
+  targets.push(
+    `| ${mode}: flat from N = ${SIZES[0]} to ${SIZES.at(-1)} (cost at the largest N / cheapest: ${growth.toFixed(2)}) | ${flat ? "met" : "missed"} |`,
   );
   targets.push(
     `| ${mode}: within 5x of the hand-written loop (${within5.map((r) => `${r.toFixed(1)}x`).join(", ")}) | ${within5.every((r) => r <= 5) ? "met" : "missed"} |`,
@@ -213,6 +223,21 @@ ${sections.join("\n\n")}
 | target | result |
 | --- | --- |
 ${targets.join("\n")}
+| heap flat at 10,000 iterations with pruning | see the heap table: the run keeps its whole history (append-only by design), so what it retains grows by a few hundred bytes per iteration; what is *sent* stays under the context budget (pruning table) |
+| parallel tools near the slowest call | see "Parallel tools" |
+| 10,000 concurrent sessions in one process | see "Concurrent sessions" |
+
+## What remains
+
+A CPU profile of agentloop at N = 1,000 (\`node --cpu-prof\`) shows no single hot spot: about a fifth
+is garbage collection (the event objects, one AbortController, timer and promise race per tool call
+for its timeout and abort), a seventh the loop itself (core/loop.js), then the tool executor
+(tools/execute.js: scheduling, argument parsing, zod validation) and the context manager's \`fit\`.
+Removing the event wrapper when no \`onEvent\` is set took it from about 14 to 8 µs. The hand-written
+floor validates nothing, emits no events and has no timeouts, aborts, budgets or pruning, so the 5x
+target against it is missed; the next steps are a fast path for a single tool call without the
+concurrent scheduler, and sharing one timer per iteration for the tool timeouts. At N = 10 the run's
+fixed setup (system prompt, tool specs, the first context fit) is spread over only ten iterations.
 `;
 writeFileSync(new URL("../BENCHMARKS.md", import.meta.url), report);
 process.stderr.write("wrote BENCHMARKS.md\n");

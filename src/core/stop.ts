@@ -21,7 +21,9 @@ export class CircuitBreaker {
       this.signature = signature;
       this.count = 1;
     }
-    this.description = description;
+    // One short line, whatever the tool printed: it ends up in stop messages and on stderr.
+    const flat = description.replace(/\s+/g, " ").trim();
+    this.description = flat.length > 300 ? `${flat.slice(0, 299)}…` : flat;
     return this.count >= this.threshold;
   }
 

@@ -160,6 +160,23 @@ describe("circuit breaker", () => {
     expect(result).toMatchObject({ stopReason: "final_answer", iterations: 7 });
   });
 
+  it("names the repeated error in one short line, however long the tool's output", async () => {
+    const noisy = defineTool({
+      name: "noisy",
+      description: "Fails loudly.",
+      parameters: z.object({}),
+      execute: () => {
+        throw new Error(`line one\n${"x".repeat(5000)}`);
+      },
+    });
+    const model = scriptedModel(() => ({ toolCalls: [{ name: "noisy", arguments: {} }] }));
+    const result = await new Agent({ model, tools: [noisy] }).run("go");
+    expect(result.stopReason).toBe("circuit_breaker");
+    expect(result.error?.message).not.toContain("\n");
+    expect(result.error?.message.length).toBeLessThan(400);
+    expect(result.error?.message).toContain("noisy({}) -> line one xxx");
+  });
+
   it("honours a configured threshold", async () => {
     const model = scriptedModel(() => ({ toolCalls: [{ name: "divide", arguments: { a: 1, b: 0 } }] }));
     const result = await new Agent({
