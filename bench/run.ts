@@ -92,28 +92,32 @@ for (const mode of ["plain", "streaming"] as const) {
   }
 }
 
-let kept: unknown;
-
-/** Heap retained by one run of N iterations (the run's history is alive at the end), per iteration. */
-async function heapPerIteration(runner: Runner, n: number): Promise<number | undefined> {
-  if (!gc) return undefined;
-  const run = runner(n, false);
-  await run(); // warm-up: lazy module state is not growth
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  kept = await run(); // a module-level reference, so the run's history cannot be collected early
-  gc();
-  const retained = process.memoryUsage().heapUsed - before;
-  kept = undefined;
-  return Math.max(0, retained) / n;
+/** Heap retained by one run of N iterations (its final state alive), per iteration, in a fresh process. */
+function heapPerIteration(name: string, n: number): number | undefined {
+  const child = spawnSync(
+    process.execPath,
+    [
+      "--expose-gc",
+      "--max-old-space-size=4096",
+      new URL("./heap-one.ts", import.meta.url).pathname,
+      name,
+      String(n),
+    ],
+    { encoding: "utf8", timeout: 4 * MAX_RUN_MS, killSignal: "SIGKILL" },
+  );
+  try {
+    return Math.max(0, (JSON.parse(child.stdout) as { bytesPerIteration: number }).bytesPerIteration);
+  } catch {
+    return undefined;
+  }
 }
 const heapSizes = quick ? [100] : [1_000, 10_000];
 const heap: Record<string, Row> = {};
-for (const [name, runner] of Object.entries(RUNNERS)) {
+for (const name of Object.keys(RUNNERS)) {
   heap[name] = {};
   for (const n of heapSizes) {
     const us = overhead.plain[name]?.[n];
-    (heap[name] as Row)[n] = us === undefined && n > 1000 ? undefined : await heapPerIteration(runner, n);
+    (heap[name] as Row)[n] = us === undefined && n > 1000 ? undefined : heapPerIteration(name, n);
   }
 }
 
@@ -139,7 +143,7 @@ for (const mode of ["plain", "streaming"] as const) {
   );
 }
 sections.push(
-  `### Heap retained by one run, per iteration (bytes; the run's final state with its whole history, after gc)\n\n| framework | ${heapSizes.map((n) => `N = ${n.toLocaleString("en")}`).join(" | ")} |\n| --- | ${heapSizes.map(() => "---:").join(" | ")} |\n${Object.entries(
+  `### Heap retained by one run, per iteration (bytes; the run's final state with its whole history, after gc, each in a fresh process; differences under about 150 bytes are within the noise of one measurement)\n\n| framework | ${heapSizes.map((n) => `N = ${n.toLocaleString("en")}`).join(" | ")} |\n| --- | ${heapSizes.map(() => "---:").join(" | ")} |\n${Object.entries(
     heap,
   )
     .map(([name, row]) => `| ${name} | ${heapSizes.map((n) => fmt(row[n], 0)).join(" | ")} |`)

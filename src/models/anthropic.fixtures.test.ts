@@ -3,34 +3,25 @@
  * test/fixtures/llm-streams (copied from /work/shared/fixtures/llm-streams; provenance and the
  * expected results are in SOURCES.md there). Skipped when the folder is missing.
  */
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { afterEach, describe, expect, it } from "vitest";
+import { readdirSync } from "node:fs";
+import { describe, expect, it } from "vitest";
 import {
-  type FakeAnthropicResponder,
-  type FakeAnthropicServer,
-  startFakeAnthropicServer,
-} from "../testing/fake-anthropic-server.js";
-import type { ModelEvent, ModelReply, ModelRequest } from "./adapter.js";
+  call,
+  collect,
+  deltaText,
+  done,
+  FIXTURES,
+  fakeServerPerTest,
+  fixture,
+  haveFixtures,
+} from "../../test/support/model-harness.js";
+import { startFakeAnthropicServer } from "../testing/fake-anthropic-server.js";
+import type { ModelEvent, ModelReply } from "./adapter.js";
 import { anthropicModel } from "./anthropic.js";
 import { CUT_OFF_REASON } from "./anthropic-wire.js";
 
-const FIXTURES = new URL("../../test/fixtures/llm-streams/", import.meta.url);
-const haveFixtures = existsSync(FIXTURES);
-const fixture = (name: string) => readFileSync(new URL(name, FIXTURES), "utf8");
 if (!haveFixtures) console.warn(`Skipping the recorded-stream tests: ${FIXTURES.pathname} does not exist.`);
-
-const request: ModelRequest = { system: "", messages: [{ role: "user", content: "hi" }], tools: [] };
-let server: FakeAnthropicServer | undefined;
-
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
-
-async function serve(respond: FakeAnthropicResponder): Promise<FakeAnthropicServer> {
-  server = await startFakeAnthropicServer({ respond });
-  return server;
-}
+const serve = fakeServerPerTest(startFakeAnthropicServer);
 
 /** Streams the fixture through the adapter and checks the contract: deltas, then exactly one terminal event. */
 async function run(name: string): Promise<{ events: ModelEvent[]; reply: ModelReply }> {
@@ -41,20 +32,12 @@ async function run(name: string): Promise<{ events: ModelEvent[]; reply: ModelRe
     baseURL: s.url,
     maxRetries: 0,
   });
-  const events: ModelEvent[] = [];
-  for await (const e of model.stream(request, {})) events.push(e);
-  expect(events.filter((e) => e.type === "done" || e.type === "error")).toHaveLength(1);
-  const last = events.at(-1);
-  if (last?.type !== "done") throw new Error(`expected done, got ${JSON.stringify(last)}`);
-  expect(deltaText(events, "text_delta")).toBe(last.message.content);
-  expect(deltaText(events, "thinking_delta")).toBe(last.message.thinking ?? "");
-  return { events, reply: last.message };
+  const events = await collect(model);
+  const reply = done(events);
+  expect(deltaText(events, "text_delta")).toBe(reply.content);
+  expect(deltaText(events, "thinking_delta")).toBe(reply.thinking ?? "");
+  return { events, reply };
 }
-
-const deltaText = (events: ModelEvent[], type: "text_delta" | "thinking_delta") =>
-  events.map((e) => (e.type === type ? e.text : "")).join("");
-
-const call = (id: string, name: string, args: string) => ({ id, name, arguments: args });
 
 /** What SOURCES.md says each recorded stream must assemble to. */
 const STREAMS: Record<string, ModelReply> = {

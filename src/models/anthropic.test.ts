@@ -2,61 +2,30 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
-  type FakeAnthropicResponder,
-  type FakeAnthropicServer,
-  startFakeAnthropicServer,
-} from "../testing/fake-anthropic-server.js";
-import type { ModelEvent, ModelReply, ModelRequest } from "./adapter.js";
-import { type AnthropicModelOptions, anthropicModel } from "./anthropic.js";
+  collect as collectEvents,
+  deltaText,
+  done,
+  errorOf,
+  fakeServerPerTest,
+  HI as request,
+} from "../../test/support/model-harness.js";
+import { describeTransport } from "../../test/support/transport-contract.js";
+import { startFakeAnthropicServer } from "../testing/fake-anthropic-server.js";
+import type { ModelEvent, ModelRequest } from "./adapter.js";
+import { type AnthropicModelOptions, anthropicModel, DEFAULT_IDLE_TIMEOUT_MS } from "./anthropic.js";
 
 const KEY = "sk-ant-api03-test-key-0000";
-const request: ModelRequest = { system: "", messages: [{ role: "user", content: "hi" }], tools: [] };
-let server: FakeAnthropicServer | undefined;
+const serve = fakeServerPerTest(startFakeAnthropicServer);
 
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
+afterEach(() => {
   vi.unstubAllEnvs();
 });
 
-async function serve(respond: FakeAnthropicResponder): Promise<FakeAnthropicServer> {
-  server = await startFakeAnthropicServer({ respond });
-  return server;
-}
-
 /** Collects every event and checks the adapter contract: deltas, then exactly one terminal event. */
-async function collect(
+const collect = (
   options: Partial<AnthropicModelOptions>,
-  req: ModelRequest = request,
-  onEvent?: (e: ModelEvent) => void,
-  signal?: AbortSignal,
-): Promise<ModelEvent[]> {
-  const model = anthropicModel({ model: "claude-test", apiKey: KEY, maxRetries: 0, ...options });
-  const events: ModelEvent[] = [];
-  for await (const e of model.stream(req, { signal })) {
-    events.push(e);
-    onEvent?.(e);
-  }
-  const terminal = events.filter((e) => e.type === "done" || e.type === "error");
-  expect(terminal).toHaveLength(1);
-  expect(events.at(-1)).toBe(terminal[0]);
-  return events;
-}
-
-function done(events: ModelEvent[]): ModelReply {
-  const last = events.at(-1);
-  if (last?.type !== "done") throw new Error(`expected done, got ${JSON.stringify(last)}`);
-  return last.message;
-}
-
-function errorOf(events: ModelEvent[]) {
-  const last = events.at(-1);
-  if (last?.type !== "error") throw new Error(`expected error, got ${JSON.stringify(last)}`);
-  return last.error;
-}
-
-const deltaText = (events: ModelEvent[], type: "text_delta" | "thinking_delta") =>
-  events.map((e) => (e.type === type ? e.text : "")).join("");
+  ...rest: [req?: ModelRequest, onEvent?: (e: ModelEvent) => void, signal?: AbortSignal]
+) => collectEvents(anthropicModel({ model: "claude-test", apiKey: KEY, maxRetries: 0, ...options }), ...rest);
 
 describe("anthropicModel over HTTP", () => {
   it("sends the Messages wire: top-level system, tools with input_schema, headers, thinking, extraBody", async () => {
@@ -248,32 +217,6 @@ describe("anthropicModel over HTTP", () => {
     expect(errorOf(await collect({ baseURL: s.url })).code).toBe("invalid_response");
   });
 
-  it("ends with code aborted when the signal fires mid-stream, or before the request", async () => {
-    const s = await serve(() => ({ stall: true, afterText: "Hello there" }));
-    const controller = new AbortController();
-    const onEvent = (e: ModelEvent) => e.type === "text_delta" && controller.abort();
-    const events = await collect({ baseURL: s.url }, request, onEvent, controller.signal);
-    expect(errorOf(events)).toEqual({ code: "aborted", message: "Model request aborted" });
-    const early = await collect({ baseURL: s.url }, request, undefined, AbortSignal.abort());
-    expect(errorOf(early).code).toBe("aborted");
-    expect(s.requests).toHaveLength(1);
-  });
-
-  it("times out a stalled stream with code timeout", async () => {
-    const s = await serve(() => ({ stall: true, afterText: "Hello" }));
-    expect(errorOf(await collect({ baseURL: s.url, timeoutMs: 200 })).code).toBe("timeout");
-  });
-
-  it("reports a refused connection as code connection", async () => {
-    const s = await serve([]);
-    const url = s.url;
-    await s.close();
-    server = undefined;
-    const error = errorOf(await collect({ baseURL: url }));
-    expect(error.code).toBe("connection");
-    expect(error.message).toMatch(/^Model API connection error: /);
-  });
-
   it("without a key: ANTHROPIC_API_KEY, a placeholder for a base URL, else missing_api_key", async () => {
     vi.stubEnv("ANTHROPIC_API_KEY", "");
     vi.stubEnv("ANTHROPIC_AUTH_TOKEN", "");
@@ -305,5 +248,38 @@ describe("anthropicModel over HTTP", () => {
     expect(message.content.map((b) => b.type)).toEqual(["thinking", "text", "tool_use"]);
     expect(message.content[2]).toMatchObject({ id: "t", name: "ls", input: { a: 1 } });
     expect(message.stop_reason).toBe("tool_use");
+  });
+});
+
+describeTransport("anthropicModel", {
+  serve,
+  model: (options) => anthropicModel({ model: "claude-test", apiKey: KEY, ...options }),
+  defaultIdleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS,
+  openingOnly: 'event: message_start\ndata: {"type":"message_start","message":{}}\n\n',
+});
+
+describe("anthropicModel on proxies and bodies that are not a stream", () => {
+  it("never requests a body that is not an event stream again", async () => {
+    const s = await serve(() => ({ raw: '{"id":"msg_1","type":"message","content":[]}' }));
+    expect(errorOf(await collect({ baseURL: s.url, maxRetries: 3 })).code).toBe("stream_incomplete");
+    expect(s.requests).toHaveLength(1);
+  });
+
+  it("summarises a proxy's HTML error page, and an HTML page instead of a stream, by its title", async () => {
+    const nginx = `<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><h1>502 Bad Gateway</h1></body></html>`;
+    const portal = `<!DOCTYPE html>\n<html><head><title>Sign in &amp; continue</title></head><body>${KEY}</body></html>`;
+    const s = await serve([
+      { status: 502, headers: { "content-type": "text/html" }, body: nginx },
+      { raw: portal, headers: { "content-type": "text/html; charset=utf-8" } },
+    ]);
+    expect(errorOf(await collect({ baseURL: s.url }))).toEqual({
+      code: "http_502",
+      status: 502,
+      message: "Model API error (HTTP 502): Bad Gateway (an HTML page, probably from a proxy)",
+    });
+    const page = errorOf(await collect({ baseURL: s.url, maxRetries: 3 }));
+    expect(page.code).toBe("invalid_response");
+    expect(page.message).toContain("an HTML page (Sign in & continue) instead of an event stream");
+    expect(s.requests).toHaveLength(2);
   });
 });

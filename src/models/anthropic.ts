@@ -4,12 +4,14 @@ import Anthropic, {
   APIError,
   APIUserAbortError,
 } from "@anthropic-ai/sdk";
-import { redactSecrets } from "../core/redact.js";
 import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
 import { AnthropicStreamAssembler, toAnthropicRequestBody } from "./anthropic-wire.js";
-import { causeDetail, modelError, statusHint } from "./model-errors.js";
+import { classifyError, type ModelErrorContext, ModelFailure, type SdkError } from "./model-errors.js";
+import { clientError, guardRequest, type RequestGuard, sdkRequestOptions } from "./request-guard.js";
+import { type OpenedStream, streamWithRetries } from "./stream-retry.js";
 
 export { AnthropicStreamAssembler, toAnthropicMessages, toAnthropicRequestBody } from "./anthropic-wire.js";
+export { DEFAULT_IDLE_TIMEOUT_MS } from "./request-guard.js";
 
 /**
  * The Anthropic Messages adapter (api.anthropic.com and servers that speak its protocol). HTTP,
@@ -29,10 +31,24 @@ export interface AnthropicModelOptions {
   baseURL?: string;
   /** `max_tokens`, which Anthropic requires. Default 4096, or `thinking.budgetTokens + 4096` with thinking on. */
   maxTokens?: number;
-  /** Retries of failed requests (default 3). */
+  /**
+   * Retries of failed requests (default 3): HTTP 408/409/429/5xx and connection errors (by the
+   * client), and streams that break off before the reply was complete (by the adapter, see
+   * `retryPartialStreams`). Each request of a stream retry has its own HTTP retries.
+   */
   maxRetries?: number;
-  /** Time to the response headers per attempt, and the longest silence between two streamed events. */
+  /**
+   * Time to the response headers per attempt (default: the client's, 10 minutes), and the longest
+   * silence between two streamed events (default 120,000 ms) after which the call ends with `timeout`.
+   */
   timeoutMs?: number;
+  /**
+   * A stream that breaks off (connection lost, or ended without `message_stop`) is requested again
+   * from scratch when it has not yet yielded a text or thinking delta. Default false: once deltas
+   * were yielded, the call ends with `stream_incomplete`. True retries those too: the deltas already
+   * yielded may then be repeated by the retry, while the final reply (`done`) holds only the retry's.
+   */
+  retryPartialStreams?: boolean;
   /** Extended thinking: sent as `thinking: { type: "enabled", budget_tokens }` (at least 1024, below `maxTokens`). */
   thinking?: { budgetTokens: number };
   /** Extra HTTP headers sent with every request (e.g. `anthropic-beta`). */
@@ -46,51 +62,31 @@ export interface AnthropicModelOptions {
 const DEFAULT_MAX_RETRIES = 3;
 
 /** What `toAnthropicModelError` needs to know about the request that failed. */
-export interface AnthropicErrorContext {
-  aborted: boolean;
-  idleTimedOut: boolean;
-  streaming: boolean;
-  timeoutMs?: number;
-  secrets: (string | null | undefined)[];
+export type AnthropicErrorContext = ModelErrorContext;
+
+/** The `@anthropic-ai/sdk` client's error classes, for the shared classification. */
+function sdkError(error: unknown): SdkError | undefined {
+  if (error instanceof APIUserAbortError) return { kind: "abort" };
+  if (error instanceof APIConnectionTimeoutError) return { kind: "connection_timeout" };
+  if (error instanceof APIConnectionError) return { kind: "connection" };
+  if (!(error instanceof APIError)) return undefined;
+  // Anthropic's body is {"type":"error","error":{"type","message"}}; the SDK's own message is that JSON.
+  const detail = error.apiMessage ?? (error.message || error.name).replace(/^\d{3}\s+/, "");
+  if (typeof error.status === "number") {
+    return { kind: "api", status: error.status, detail, contentType: error.headers?.get("content-type") };
+  }
+  // An `event: error` inside a 200 stream, e.g. overloaded_error.
+  return { kind: "api", detail: `${detail}${error.type ? ` (${error.type})` : ""}` };
 }
 
 /** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
 export function toAnthropicModelError(error: unknown, ctx: AnthropicErrorContext): ModelError {
-  const make = (code: string, message: string, status?: number): ModelError =>
-    modelError(code, message, ctx.secrets, status);
-  const raw = error instanceof Error ? error.message || error.name : String(error);
-  const cause = causeDetail(error);
-  const after = ctx.timeoutMs === undefined ? "" : ` after ${ctx.timeoutMs} ms`;
-  if (ctx.idleTimedOut) return make("timeout", `Model API stream stalled: no data${after}`);
-  if (ctx.aborted || error instanceof APIUserAbortError) return make("aborted", "Model request aborted");
-  if (error instanceof APIConnectionTimeoutError)
-    return make("timeout", `Model API request timed out${after}`);
-  if (error instanceof APIConnectionError) {
-    const detail = cause.message && cause.message !== raw ? `${raw} (${cause.message})` : raw;
-    return make("connection", `Model API connection error: ${detail}`);
-  }
-  if (error instanceof APIError) {
-    // Anthropic's body is {"type":"error","error":{"type","message"}}; the SDK's own message is that JSON.
-    const detail = error.apiMessage ?? raw.replace(/^\d{3}\s+/, "");
-    if (typeof error.status === "number") {
-      let text = detail.replace(/^status code \(no body\)$/, "no error message in the body");
-      text += statusHint(error.status);
-      return make(`http_${error.status}`, `Model API error (HTTP ${error.status}): ${text}`, error.status);
-    }
-    // An `event: error` inside a 200 stream, e.g. overloaded_error.
-    return make("provider_error", `Model API error: ${detail}${error.type ? ` (${error.type})` : ""}`);
-  }
-  if (error instanceof SyntaxError)
-    return make("invalid_response", `Model API returned an invalid response: ${raw}`);
-  if (cause.code === "UND_ERR_BODY_TIMEOUT" || cause.code === "UND_ERR_HEADERS_TIMEOUT")
-    return make("timeout", `Model API request timed out: ${cause.message ?? raw}`);
-  if (/Could not resolve authentication method/.test(raw))
-    return make("missing_api_key", "No API key for the Anthropic API: set ANTHROPIC_API_KEY");
-  if (ctx.streaming) {
-    const detail = cause.message ? `${raw} (${cause.message})` : raw;
-    return make("stream_incomplete", `Model API stream broke off before the reply was complete: ${detail}`);
-  }
-  return make("invalid_response", `Model API returned an invalid response: ${raw}`);
+  // The SDK's own complaint when a client brought by the caller has no credential.
+  const noKey = !(error instanceof APIError) && /Could not resolve authentication method/.test(String(error));
+  const failure = noKey
+    ? new ModelFailure("missing_api_key", "No API key for the Anthropic API: set ANTHROPIC_API_KEY")
+    : error;
+  return classifyError(failure, ctx, sdkError(error));
 }
 
 /**
@@ -99,10 +95,13 @@ export function toAnthropicModelError(error: unknown, ctx: AnthropicErrorContext
  *
  * `stream()` yields `thinking_delta` / `text_delta` events as they arrive, then exactly one `done`
  * (the assembled reply, see `AnthropicStreamAssembler`) or `error` (codes: `http_<status>`,
- * `provider_error` for an `event: error` inside a 200 stream, `connection`, `timeout`, `aborted`,
- * `stream_incomplete` when the stream breaks, or ends with neither `stop_reason` nor `message_stop`, `invalid_response`,
- * `missing_api_key`, `invalid_config`). Error messages are one line and never contain the API key.
- * Breaking out of the iteration cancels the request.
+ * `provider_error` for an `event: error` inside a 200 stream, `connection`, `timeout` (no response
+ * in time, or a stream silent for longer than the idle timeout), `aborted`, `stream_incomplete`
+ * when the stream breaks, or ends with neither `stop_reason` nor `message_stop` (after the retries
+ * described at `retryPartialStreams`), or is not an event stream, `invalid_response` (malformed
+ * JSON, an HTML page), `missing_api_key`, `invalid_config`). Error messages are one line, never
+ * contain the API key, and summarise an HTML error page by its title. Breaking out of the
+ * iteration cancels the request.
  */
 export function anthropicModel(options: AnthropicModelOptions): Model {
   let client = options.client;
@@ -129,112 +128,53 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
     return client;
   };
 
-  async function* stream(request: ModelRequest, signal?: AbortSignal): AsyncGenerator<ModelEvent> {
-    const ctx: AnthropicErrorContext = {
-      aborted: false,
-      idleTimedOut: false,
-      streaming: false,
-      timeoutMs: options.timeoutMs,
-      // The key, and any credential-looking header value, never appear in a message.
-      secrets: [
-        options.apiKey,
-        envKey(),
-        envToken(),
-        ...Object.entries(options.headers ?? {})
-          .filter(([name]) => /auth|key|token|secret|cookie/i.test(name))
-          .map(([, value]) => value),
-      ],
-    };
-    if (signal?.aborted) {
-      yield {
-        type: "error",
-        error: toAnthropicModelError(new APIUserAbortError(), { ...ctx, aborted: true }),
-      };
+  async function* call(request: ModelRequest, guard: RequestGuard): AsyncGenerator<ModelEvent> {
+    let c: Anthropic | undefined;
+    try {
+      c = getClient();
+    } catch (error) {
+      yield { type: "error", error: clientError(error, guard.ctx.secrets) };
       return;
     }
-    // Our own controller: fired by the caller's signal, the idle timer, or an early `return()`.
-    const controller = new AbortController();
-    const onAbort = () => {
-      ctx.aborted = true;
-      controller.abort();
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-    let idle: ReturnType<typeof setTimeout> | undefined;
-    const disarm = () => clearTimeout(idle);
-    const arm = () => {
-      disarm();
-      if (options.timeoutMs === undefined) return;
-      idle = setTimeout(() => {
-        ctx.idleTimedOut = true;
-        controller.abort();
-      }, options.timeoutMs);
-    };
-    try {
-      let c: Anthropic | undefined;
-      try {
-        c = getClient();
-      } catch (error) {
-        const detail = error instanceof Error ? error.message : String(error);
-        const message = redactSecrets(
-          `Cannot create the model API client: ${detail}`.replace(/\s+/g, " "),
-          ctx.secrets,
-        );
-        yield { type: "error", error: { code: "invalid_config", message } };
-        return;
-      }
-      if (!c) {
-        const message =
-          "No API key for the Anthropic API: set ANTHROPIC_API_KEY, or pass --base-url for a local server that needs none";
-        yield { type: "error", error: { code: "missing_api_key", message } };
-        return;
-      }
-      ctx.secrets.push(c.apiKey, c.authToken);
-      const requestOptions = {
-        signal: controller.signal,
-        ...(options.headers ? { headers: options.headers } : {}),
-        ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
-        ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
-      };
-      const params = toAnthropicRequestBody(
-        request,
-        options,
-      ) as unknown as Anthropic.MessageCreateParamsStreaming;
-      const { data: events, response } = await c.messages.create(params, requestOptions).withResponse();
-      ctx.streaming = true;
-      const assembler = new AnthropicStreamAssembler();
-      let received = 0;
-      arm();
-      // The timer only runs while we wait for the next event, never while the consumer works.
-      for await (const event of events) {
-        received++;
-        disarm();
-        for (const delta of assembler.push(event)) yield delta;
-        arm();
-      }
-      disarm();
-      // The client ends the iteration quietly (no throw) when its signal fires mid-stream.
-      if (controller.signal.aborted) throw new APIUserAbortError();
-      if (!assembler.complete) {
-        const type = response.headers.get("content-type") ?? "none";
-        const message =
-          received === 0 && !type.includes("event-stream")
-            ? `Model API answered a streaming request without an event stream (content-type: ${type})`
-            : "Model API stream ended before the reply was complete (no stop_reason, no message_stop)";
-        yield { type: "error", error: { code: "stream_incomplete", message } };
-        return;
-      }
-      yield { type: "done", message: assembler.reply() };
-    } catch (error) {
-      yield { type: "error", error: toAnthropicModelError(error, ctx) };
-    } finally {
-      disarm();
-      signal?.removeEventListener("abort", onAbort);
-      controller.abort(); // releases the connection when the consumer stopped early
+    if (!c) {
+      const message =
+        "No API key for the Anthropic API: set ANTHROPIC_API_KEY, or pass --base-url for a local server that needs none";
+      yield { type: "error", error: { code: "missing_api_key", message } };
+      return;
     }
+    guard.ctx.secrets.push(c.apiKey, c.authToken);
+    const requestOptions = sdkRequestOptions(guard, options);
+    const params = toAnthropicRequestBody(
+      request,
+      options,
+    ) as unknown as Anthropic.MessageCreateParamsStreaming;
+    const sdk = c; // `c` as narrowed above, for the closure
+    yield* streamWithRetries(guard, {
+      open: (): Promise<OpenedStream> => sdk.messages.create(params, requestOptions).withResponse(),
+      assembler: () => new AnthropicStreamAssembler(),
+      endedEarly: (received, type) =>
+        received === 0 && !type.includes("event-stream")
+          ? new ModelFailure(
+              "stream_incomplete",
+              `Model API answered a streaming request without an event stream (content-type: ${type || "none"})`,
+              true, // another request would get the same answer
+            )
+          : new ModelFailure(
+              "stream_incomplete",
+              "Model API stream ended before the reply was complete (no stop_reason, no message_stop)",
+            ),
+      retries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
+      retryPartial: options.retryPartialStreams === true,
+      toError: toAnthropicModelError,
+    });
   }
 
   return {
     id: options.model,
-    stream: (request, streamOptions) => stream(request, streamOptions?.signal),
+    stream: (request, streamOptions) => {
+      const { apiKey, headers, timeoutMs } = options;
+      const guard = { credentials: [apiKey, envKey(), envToken()], headers, timeoutMs };
+      return guardRequest(streamOptions?.signal, guard, toAnthropicModelError, (g) => call(request, g));
+    },
   };
 }

@@ -3,76 +3,31 @@
  * test/fixtures/llm-streams (copied from /work/shared/fixtures/llm-streams; provenance and the
  * expected results are in SOURCES.md there). Skipped when the folder is missing.
  */
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { afterEach, describe, expect, it } from "vitest";
+import { readdirSync } from "node:fs";
+import { describe, expect, it } from "vitest";
 import {
-  type FakeOpenAIServer,
-  type FakeResponder,
-  startFakeOpenAIServer,
-} from "../testing/fake-openai-server.js";
-import type { ModelEvent, ModelReply, ModelRequest } from "./adapter.js";
+  call,
+  collect as collectEvents,
+  deltaText,
+  done,
+  errorOf,
+  FIXTURES,
+  fakeServerPerTest,
+  fixture,
+  haveFixtures,
+} from "../../test/support/model-harness.js";
+import { startFakeOpenAIServer } from "../testing/fake-openai-server.js";
+import type { ModelReply } from "./adapter.js";
 import { type OpenAIChatModelOptions, openAIChatModel } from "./openai-chat.js";
 
-// Recorded provider streams, copied from /work/shared/fixtures/llm-streams (see SOURCES.md there).
-const FIXTURES = new URL("../../test/fixtures/llm-streams/", import.meta.url);
-const haveFixtures = existsSync(FIXTURES);
-const fixture = (name: string) => readFileSync(new URL(name, FIXTURES), "utf8");
 if (!haveFixtures) console.warn(`Skipping the recorded-stream tests: ${FIXTURES.pathname} does not exist.`);
-
-const request: ModelRequest = { system: "", messages: [{ role: "user", content: "hi" }], tools: [] };
-let server: FakeOpenAIServer | undefined;
-
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
-
-async function serve(respond: FakeResponder): Promise<FakeOpenAIServer> {
-  server = await startFakeOpenAIServer({ respond });
-  return server;
-}
-
-/** Collects every event and checks the adapter contract: deltas, then exactly one terminal event. */
-async function collect(
-  options: Partial<OpenAIChatModelOptions>,
-  req: ModelRequest = request,
-  onEvent?: (e: ModelEvent) => void,
-  signal?: AbortSignal,
-): Promise<ModelEvent[]> {
-  const model = openAIChatModel({
-    model: "test-model",
-    apiKey: "sk-test-key-0000",
-    maxRetries: 0,
-    ...options,
-  });
-  const events: ModelEvent[] = [];
-  for await (const e of model.stream(req, { signal })) {
-    events.push(e);
-    onEvent?.(e);
-  }
-  const terminal = events.filter((e) => e.type === "done" || e.type === "error");
-  expect(terminal).toHaveLength(1);
-  expect(events.at(-1)).toBe(terminal[0]);
-  return events;
-}
-
-function done(events: ModelEvent[]): ModelReply {
-  const last = events.at(-1);
-  if (last?.type !== "done") throw new Error(`expected done, got ${JSON.stringify(last)}`);
-  return last.message;
-}
-
-function errorOf(events: ModelEvent[]) {
-  const last = events.at(-1);
-  if (last?.type !== "error") throw new Error(`expected error, got ${JSON.stringify(last)}`);
-  return last.error;
-}
-
-const deltaText = (events: ModelEvent[], type: "text_delta" | "thinking_delta") =>
-  events.map((e) => (e.type === type ? e.text : "")).join("");
+const serve = fakeServerPerTest(startFakeOpenAIServer);
+const collect = (options: Partial<OpenAIChatModelOptions>) =>
+  collectEvents(
+    openAIChatModel({ model: "test-model", apiKey: "sk-test-key-0000", maxRetries: 0, ...options }),
+  );
 
 type Expected = Omit<ModelReply, "thinking"> & { thinking?: string };
-const call = (id: string, name: string, args: string) => ({ id, name, arguments: args });
 
 /** What SOURCES.md says each recorded stream must assemble to. */
 const STREAMS: Record<string, Expected> = {

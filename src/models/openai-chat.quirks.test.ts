@@ -7,13 +7,10 @@
 import OpenAI from "openai";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
+import { fakeServerPerTest } from "../../test/support/model-harness.js";
 import { Agent } from "../core/agent.js";
 import type { AgentEvent } from "../core/events.js";
-import {
-  type FakeOpenAIServer,
-  type FakeResponder,
-  startFakeOpenAIServer,
-} from "../testing/fake-openai-server.js";
+import { type FakeOpenAIServer, startFakeOpenAIServer } from "../testing/fake-openai-server.js";
 import { defineTool } from "../tools/tool.js";
 import type { ModelEvent, ModelRequest } from "./adapter.js";
 import { type OpenAIChatModelOptions, openAIChatModel } from "./openai-chat.js";
@@ -24,18 +21,11 @@ const withTool: ModelRequest = {
   ...request,
   tools: [{ name: "ls", description: "List files", parameters: { type: "object", properties: {} } }],
 };
-let server: FakeOpenAIServer | undefined;
+const serve = fakeServerPerTest(startFakeOpenAIServer);
 
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
+afterEach(() => {
   vi.unstubAllEnvs();
 });
-
-async function serve(respond: FakeResponder): Promise<FakeOpenAIServer> {
-  server = await startFakeOpenAIServer({ respond });
-  return server;
-}
 
 async function last(options: OpenAIChatModelOptions, req: ModelRequest = request): Promise<ModelEvent> {
   const events: ModelEvent[] = [];

@@ -1,68 +1,35 @@
 /** The adapter over real HTTP against the fake server: request mapping, retries, faults, aborts. */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { redactSecrets } from "../core/redact.js";
 import {
-  type FakeOpenAIServer,
-  type FakeResponder,
-  startFakeOpenAIServer,
-} from "../testing/fake-openai-server.js";
-import type { ModelEvent, ModelReply, ModelRequest } from "./adapter.js";
-import { type OpenAIChatModelOptions, openAIChatModel } from "./openai-chat.js";
+  call,
+  collect as collectEvents,
+  deltaText,
+  done,
+  errorOf,
+  fakeServerPerTest,
+  HI as request,
+} from "../../test/support/model-harness.js";
+import { describeTransport } from "../../test/support/transport-contract.js";
+import { redactSecrets } from "../core/redact.js";
+import { startFakeOpenAIServer } from "../testing/fake-openai-server.js";
+import type { ModelEvent, ModelRequest } from "./adapter.js";
+import { DEFAULT_IDLE_TIMEOUT_MS, type OpenAIChatModelOptions, openAIChatModel } from "./openai-chat.js";
 
-const request: ModelRequest = { system: "", messages: [{ role: "user", content: "hi" }], tools: [] };
-let server: FakeOpenAIServer | undefined;
+const serve = fakeServerPerTest(startFakeOpenAIServer);
 
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
+afterEach(() => {
   vi.unstubAllEnvs();
 });
 
-async function serve(respond: FakeResponder): Promise<FakeOpenAIServer> {
-  server = await startFakeOpenAIServer({ respond });
-  return server;
-}
-
 /** Collects every event and checks the adapter contract: deltas, then exactly one terminal event. */
-async function collect(
+const collect = (
   options: Partial<OpenAIChatModelOptions>,
-  req: ModelRequest = request,
-  onEvent?: (e: ModelEvent) => void,
-  signal?: AbortSignal,
-): Promise<ModelEvent[]> {
-  const model = openAIChatModel({
-    model: "test-model",
-    apiKey: "sk-test-key-0000",
-    maxRetries: 0,
-    ...options,
-  });
-  const events: ModelEvent[] = [];
-  for await (const e of model.stream(req, { signal })) {
-    events.push(e);
-    onEvent?.(e);
-  }
-  const terminal = events.filter((e) => e.type === "done" || e.type === "error");
-  expect(terminal).toHaveLength(1);
-  expect(events.at(-1)).toBe(terminal[0]);
-  return events;
-}
-
-function done(events: ModelEvent[]): ModelReply {
-  const last = events.at(-1);
-  if (last?.type !== "done") throw new Error(`expected done, got ${JSON.stringify(last)}`);
-  return last.message;
-}
-
-function errorOf(events: ModelEvent[]) {
-  const last = events.at(-1);
-  if (last?.type !== "error") throw new Error(`expected error, got ${JSON.stringify(last)}`);
-  return last.error;
-}
-
-const deltaText = (events: ModelEvent[], type: "text_delta" | "thinking_delta") =>
-  events.map((e) => (e.type === type ? e.text : "")).join("");
-
-const call = (id: string, name: string, args: string) => ({ id, name, arguments: args });
+  ...rest: [req?: ModelRequest, onEvent?: (e: ModelEvent) => void, signal?: AbortSignal]
+) =>
+  collectEvents(
+    openAIChatModel({ model: "test-model", apiKey: "sk-test-key-0000", maxRetries: 0, ...options }),
+    ...rest,
+  );
 
 describe("redactSecrets", () => {
   it("removes the configured secret verbatim, sk- keys, and bearer credentials", () => {
@@ -252,23 +219,6 @@ describe("openAIChatModel over HTTP", () => {
     expect(errorOf(await collect({ baseURL: s.url })).code).toBe("invalid_response");
   });
 
-  it("ends with code aborted when the signal fires mid-stream, or before the request", async () => {
-    const s = await serve(() => ({ stall: true, afterText: "Hello there" }));
-    const controller = new AbortController();
-    const onEvent = (e: ModelEvent) => e.type === "text_delta" && controller.abort();
-    const events = await collect({ baseURL: s.url }, request, onEvent, controller.signal);
-    expect(errorOf(events)).toEqual({ code: "aborted", message: "Model request aborted" });
-    const early = await collect({ baseURL: s.url }, request, undefined, AbortSignal.abort());
-    expect(errorOf(early).code).toBe("aborted");
-    expect(s.requests).toHaveLength(1);
-  });
-
-  it("times out a stalled stream with code timeout", async () => {
-    const s = await serve(() => ({ stall: true, afterText: "Hello" }));
-    const error = errorOf(await collect({ baseURL: s.url, timeoutMs: 200 }));
-    expect(error.code).toBe("timeout");
-  });
-
   it("supports non-streaming mode", async () => {
     const s = await serve([
       { text: "Plain answer.", toolCalls: [{ id: "t1", name: "ls", arguments: "{}" }] },
@@ -277,16 +227,6 @@ describe("openAIChatModel over HTTP", () => {
     expect(events.map((e) => e.type)).toEqual(["text_delta", "done"]);
     expect(done(events)).toMatchObject({ content: "Plain answer.", toolCalls: [call("t1", "ls", "{}")] });
     expect(s.requests[0]?.body.stream).toBe(false);
-  });
-
-  it("reports a refused connection as code connection", async () => {
-    const s = await serve([]);
-    const url = s.url;
-    await s.close();
-    server = undefined;
-    const error = errorOf(await collect({ baseURL: url }));
-    expect(error.code).toBe("connection");
-    expect(error.message).toMatch(/^Model API connection error: /);
   });
 
   it("without a key: a placeholder for a base URL, else a missing_api_key error", async () => {
@@ -299,4 +239,12 @@ describe("openAIChatModel over HTTP", () => {
     expect(error.code).toBe("missing_api_key");
     expect(error.message).toContain("OPENAI_API_KEY");
   });
+});
+
+describeTransport("openAIChatModel", {
+  serve,
+  model: (options) => openAIChatModel({ model: "test-model", apiKey: "sk-test-key-0000", ...options }),
+  defaultIdleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS,
+  openingOnly:
+    'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
 });

@@ -1,10 +1,26 @@
-import OpenAI, { APIUserAbortError, AzureOpenAI, OpenAIError } from "openai";
-import type { Model, ModelEvent, ModelRequest } from "./adapter.js";
+import OpenAI, {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+  AzureOpenAI,
+  OpenAIError,
+} from "openai";
+import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
 import { ChatStreamAssembler, completionToReply } from "./chat-assembler.js";
-import { htmlTitle, isHtml, type ModelErrorContext, ModelFailure, toModelError } from "./openai-errors.js";
+import {
+  classifyError,
+  htmlTitle,
+  isHtml,
+  type ModelErrorContext,
+  ModelFailure,
+  type SdkError,
+} from "./model-errors.js";
 import { defaultSystemRole, toChatRequestBody } from "./openai-wire.js";
+import { clientError, guardRequest, type RequestGuard, sdkRequestOptions } from "./request-guard.js";
+import { type OpenedStream, streamWithRetries } from "./stream-retry.js";
 
-export { type ModelErrorContext, toModelError } from "./openai-errors.js";
+export type { ModelErrorContext } from "./model-errors.js";
 export {
   type ChatRequestOptions,
   defaultSystemRole,
@@ -12,6 +28,7 @@ export {
   toChatMessages,
   toChatRequestBody,
 } from "./openai-wire.js";
+export { DEFAULT_IDLE_TIMEOUT_MS } from "./request-guard.js";
 
 /**
  * The OpenAI-compatible Chat Completions adapter (OpenAI, Azure OpenAI, AI DIAL, Ollama, vLLM,
@@ -78,8 +95,24 @@ export interface OpenAIChatModelOptions {
 }
 
 const DEFAULT_MAX_RETRIES = 3;
-/** The longest silence between two streamed chunks when `timeoutMs` is not set. */
-export const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
+
+/** The `openai` client's error classes, for the shared classification. */
+function sdkError(error: unknown): SdkError | undefined {
+  if (error instanceof APIUserAbortError) return { kind: "abort" };
+  if (error instanceof APIConnectionTimeoutError) return { kind: "connection_timeout" };
+  if (error instanceof APIConnectionError) return { kind: "connection" };
+  if (!(error instanceof APIError)) return undefined;
+  const raw = error.message || error.name;
+  if (typeof error.status !== "number") return { kind: "api", detail: raw };
+  const contentType = error.headers?.get("content-type");
+  return { kind: "api", status: error.status, detail: raw.replace(/^\d{3}\s+/, ""), contentType };
+}
+
+/** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
+export function toModelError(error: unknown, ctx: ModelErrorContext): ModelError {
+  return classifyError(error, ctx, sdkError(error));
+}
+
 function createClient(options: OpenAIChatModelOptions): OpenAI {
   const envKey = process.env.OPENAI_API_KEY?.trim() || undefined;
   const baseURL = options.baseURL ?? (process.env.OPENAI_BASE_URL?.trim() || undefined);
@@ -111,22 +144,6 @@ function createClient(options: OpenAIChatModelOptions): OpenAI {
   });
 }
 
-/** Waits `ms`, or less when `signal` fires. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const end = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", end);
-      resolve();
-    };
-    const timer = setTimeout(end, ms);
-    signal.addEventListener("abort", end, { once: true });
-  });
-}
-
-/** Backoff before requesting a broken stream again: 250 ms doubling up to 4 s, minus up to 25% jitter. */
-const streamRetryDelay = (attempt: number) => Math.min(250 * 2 ** attempt, 4000) * (1 - Math.random() * 0.25);
-
 /**
  * Creates the adapter. Never throws, here or later: a client that cannot be constructed (no API
  * key) becomes an `error` event with code "missing_api_key" on the first `stream()` call.
@@ -144,169 +161,80 @@ const streamRetryDelay = (attempt: number) => Math.min(250 * 2 ** attempt, 4000)
  */
 export function openAIChatModel(options: OpenAIChatModelOptions): Model {
   const streaming = options.stream ?? true;
-  const idleTimeoutMs = options.timeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   const streamRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   let client = options.client;
 
-  async function* stream(request: ModelRequest, signal?: AbortSignal): AsyncGenerator<ModelEvent> {
-    const ctx: ModelErrorContext = {
-      aborted: false,
-      idleTimedOut: false,
-      streaming: false,
-      timeoutMs: options.timeoutMs,
-      idleTimeoutMs,
-      // The key, and any credential-looking header value, never appear in a message.
-      secrets: [
-        options.apiKey,
-        ...Object.entries(options.headers ?? {})
-          .filter(([name]) => /auth|key|token|secret|cookie/i.test(name))
-          .map(([, value]) => value),
-      ],
-    };
-    if (signal?.aborted) {
-      yield { type: "error", error: toModelError(new APIUserAbortError(), { ...ctx, aborted: true }) };
+  async function* call(request: ModelRequest, guard: RequestGuard): AsyncGenerator<ModelEvent> {
+    let c: OpenAI;
+    try {
+      client ??= createClient(options);
+      c = client;
+    } catch (error) {
+      if (!(error instanceof OpenAIError && /credential|api.?key/i.test(error.message))) {
+        yield { type: "error", error: clientError(error, guard.ctx.secrets) };
+        return;
+      }
+      const message = options.azure
+        ? "No API key for the Azure OpenAI API: set AZURE_OPENAI_API_KEY or OPENAI_API_KEY, or pass apiKey"
+        : "No API key for the model API: set OPENAI_API_KEY, or pass --base-url for a local server that needs none";
+      yield { type: "error", error: { code: "missing_api_key", message } };
       return;
     }
-    // Our own controller: fired by the caller's signal, the idle timer, or an early `return()`.
-    const controller = new AbortController();
-    const onAbort = () => {
-      ctx.aborted = true;
-      controller.abort();
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-    let idle: ReturnType<typeof setTimeout> | undefined;
-    const disarm = () => clearTimeout(idle);
-    const arm = () => {
-      disarm();
-      idle = setTimeout(() => {
-        ctx.idleTimedOut = true;
-        controller.abort();
-      }, idleTimeoutMs);
-    };
-    try {
-      let c: OpenAI;
-      try {
-        client ??= createClient(options);
-        c = client;
-      } catch (error) {
-        const missing = error instanceof OpenAIError && /credential|api.?key/i.test(error.message);
-        const message = !missing
-          ? `Cannot create the model API client: ${error instanceof Error ? error.message : String(error)}`
-          : options.azure
-            ? "No API key for the Azure OpenAI API: set AZURE_OPENAI_API_KEY or OPENAI_API_KEY, or pass apiKey"
-            : "No API key for the model API: set OPENAI_API_KEY, or pass --base-url for a local server that needs none";
-        yield { type: "error", error: { code: missing ? "missing_api_key" : "invalid_config", message } };
-        return;
-      }
-      ctx.secrets.push(c.apiKey);
-      const requestOptions = {
-        signal: controller.signal,
-        ...(options.headers ? { headers: options.headers } : {}),
-        ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
-        ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
-      };
-      const body = toChatRequestBody(request, {
-        model: options.model,
-        stream: streaming,
-        systemRole: options.systemRole ?? defaultSystemRole(options.model, c),
-        ...(options.parallelToolCalls === undefined ? {} : { parallelToolCalls: options.parallelToolCalls }),
-        ...(options.extraBody ? { extraBody: options.extraBody } : {}),
-      });
+    guard.ctx.secrets.push(c.apiKey);
+    const requestOptions = sdkRequestOptions(guard, options);
+    const body = toChatRequestBody(request, {
+      model: options.model,
+      stream: streaming,
+      systemRole: options.systemRole ?? defaultSystemRole(options.model, c),
+      ...(options.parallelToolCalls === undefined ? {} : { parallelToolCalls: options.parallelToolCalls }),
+      ...(options.extraBody ? { extraBody: options.extraBody } : {}),
+    });
 
-      if (!streaming) {
-        const params = body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
-        const completion: unknown = await c.chat.completions.create(params, requestOptions);
-        const reply = completionToReply(completion);
-        if (!reply) {
-          const text = typeof completion === "string" ? completion : "";
-          throw new ModelFailure(
-            "invalid_response",
-            isHtml(text)
-              ? `Model API answered with an HTML page (${htmlTitle(text) ?? "no title"}) instead of JSON, probably from a proxy or a wrong base URL`
-              : "Model API returned an invalid response: no choices[0].message in the chat.completion body",
-          );
-        }
-        if (reply.thinking) yield { type: "thinking_delta", text: reply.thinking };
-        if (reply.content) yield { type: "text_delta", text: reply.content };
-        yield { type: "done", message: reply };
-        return;
+    if (!streaming) {
+      const params = body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
+      const completion: unknown = await c.chat.completions.create(params, requestOptions);
+      const reply = completionToReply(completion);
+      if (!reply) {
+        const text = typeof completion === "string" ? completion : "";
+        throw new ModelFailure(
+          "invalid_response",
+          isHtml(text)
+            ? `Model API answered with an HTML page (${htmlTitle(text) ?? "no title"}) instead of JSON, probably from a proxy or a wrong base URL`
+            : "Model API returned an invalid response: no choices[0].message in the chat.completion body",
+        );
       }
+      if (reply.thinking) yield { type: "thinking_delta", text: reply.thinking };
+      if (reply.content) yield { type: "text_delta", text: reply.content };
+      yield { type: "done", message: reply };
+      return;
+    }
 
-      const params = body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
-      for (let attempt = 0; ; attempt++) {
-        let emitted = false;
-        try {
-          if (controller.signal.aborted) throw new APIUserAbortError();
-          ctx.streaming = false;
-          const { data: chunks, response } = await c.chat.completions
-            .create(params, requestOptions)
-            .withResponse();
-          ctx.streaming = true;
-          const type = response.headers.get("content-type") ?? "";
-          if (isHtml("", type)) {
-            // The SSE parser would skip every line of it; read the page to name it instead.
-            const page = await response.text().catch(() => "");
-            chunks.controller.abort();
-            throw new ModelFailure(
-              "invalid_response",
-              `Model API answered a streaming request with an HTML page (${htmlTitle(page) ?? "no title"}) instead of an event stream, probably from a proxy or a wrong base URL`,
-            );
-          }
-          const assembler = new ChatStreamAssembler();
-          let received = 0;
-          arm();
-          // The timer only runs while we wait for the next chunk, never while the consumer works.
-          for await (const chunk of chunks) {
-            received++;
-            disarm();
-            for (const event of assembler.push(chunk)) {
-              emitted = true;
-              yield event;
-            }
-            arm();
-          }
-          disarm();
-          // The client ends the iteration quietly (no throw) when its signal fires mid-stream.
-          if (controller.signal.aborted) throw new APIUserAbortError();
-          if (assembler.complete) {
-            yield { type: "done", message: assembler.reply() };
-            return;
-          }
-          if (received === 0 && !type.includes("event-stream")) {
-            throw new ModelFailure(
+    const params = body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
+    yield* streamWithRetries(guard, {
+      open: (): Promise<OpenedStream> => c.chat.completions.create(params, requestOptions).withResponse(),
+      assembler: () => new ChatStreamAssembler(),
+      endedEarly: (received, type) =>
+        received === 0 && !type.includes("event-stream")
+          ? new ModelFailure(
               "invalid_response",
               `Model API answered a streaming request without an event stream (content-type: ${type || "none"}); try stream: false`,
-            );
-          }
-          throw new ModelFailure(
-            "stream_incomplete",
-            "Model API stream ended before the reply was complete (no finish_reason, no usage)",
-          );
-        } catch (error) {
-          disarm();
-          const failure = toModelError(error, ctx);
-          const retry =
-            failure.code === "stream_incomplete" &&
-            attempt < streamRetries &&
-            (!emitted || options.retryPartialStreams === true);
-          if (!retry) {
-            yield { type: "error", error: failure };
-            return;
-          }
-        }
-        await pause(streamRetryDelay(attempt), controller.signal);
-      }
-    } catch (error) {
-      yield { type: "error", error: toModelError(error, ctx) };
-    } finally {
-      disarm();
-      signal?.removeEventListener("abort", onAbort);
-      controller.abort(); // releases the connection when the consumer stopped early
-    }
+            )
+          : new ModelFailure(
+              "stream_incomplete",
+              "Model API stream ended before the reply was complete (no finish_reason, no usage)",
+            ),
+      retries: streamRetries,
+      retryPartial: options.retryPartialStreams === true,
+      toError: toModelError,
+    });
   }
 
   return {
     id: options.model,
-    stream: (request, streamOptions) => stream(request, streamOptions?.signal),
+    stream: (request, streamOptions) => {
+      const { apiKey, headers, timeoutMs } = options;
+      const guard = { credentials: [apiKey], headers, timeoutMs };
+      return guardRequest(streamOptions?.signal, guard, toModelError, (g) => call(request, g));
+    },
   };
 }

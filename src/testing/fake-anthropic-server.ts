@@ -1,9 +1,9 @@
-import { createServer, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { ServerResponse } from "node:http";
 import type { Usage } from "../core/messages.js";
-import type { FakeRequest } from "./fake-openai-server.js";
+import type { FakeFault, FakeProtocol, FakeRequest, FakeResponderOf } from "./fake-http.js";
+import { pieces, sendJson, startFakeHttpServer, tokens, words } from "./fake-http.js";
 
-export type { FakeRequest } from "./fake-openai-server.js";
+export type { FakeRequest } from "./fake-http.js";
 
 /**
  * A fake Anthropic Messages server on 127.0.0.1 (random port) for tests, the sibling of
@@ -39,21 +39,14 @@ export interface FakeAnthropicReply {
   stopReason?: string;
 }
 
-/** Any response: a scripted reply or one of the faults. */
-export type FakeAnthropicResponse =
-  | FakeAnthropicReply
-  /** An HTTP error; the default body is Anthropic's `{"type":"error","error":{"type","message"}}`. */
-  | { status: number; headers?: Record<string, string>; body?: string }
-  /** These bytes as-is (e.g. a recorded fixture); content type SSE unless they start with `{`. */
-  | { raw: string; status?: number; headers?: Record<string, string> }
-  /** Streams `message_start`, a text block with `afterText`, then destroys the socket (no message_stop). */
-  | { breakOff: true; afterText?: string }
-  /** Streams `message_start`, a text block with `afterText`, then nothing more until the client goes away. */
-  | { stall: true; afterText?: string };
+/**
+ * Any response: a scripted reply or one of the faults (see `FakeFault`; an HTTP error's default
+ * body is Anthropic's `{"type":"error","error":{"type","message"}}` with a `request-id` header, the
+ * partial streams start with `message_start` and a text block's `content_block_start`).
+ */
+export type FakeAnthropicResponse = FakeAnthropicReply | FakeFault;
 
-export type FakeAnthropicResponder =
-  | ((request: FakeRequest, index: number) => FakeAnthropicResponse | Promise<FakeAnthropicResponse>)
-  | readonly FakeAnthropicResponse[];
+export type FakeAnthropicResponder = FakeResponderOf<FakeAnthropicResponse>;
 
 export interface FakeAnthropicServer {
   /** Base URL for the SDK (no `/v1`), e.g. `http://127.0.0.1:54321`. */
@@ -75,25 +68,8 @@ const ERROR_TYPES: Record<number, string> = {
   529: "overloaded_error",
 };
 
-const tokens = (text: string): number => Math.max(1, Math.ceil(text.length / 4));
-
-/** Text as small deltas of a word each (leading whitespace kept, like real tokens). */
-const words = (text: string): string[] => text.match(/\s*\S+|\s+$/g) ?? [];
-
-function pieces(text: string): string[] {
-  const size = Math.max(4, Math.ceil(text.length / 6));
-  const out: string[] = [];
-  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
-  return out;
-}
-
 const sse = (type: string, data: Record<string, unknown>) =>
   `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
-
-function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}) {
-  res.writeHead(status, { "content-type": "application/json", ...headers });
-  res.end(JSON.stringify(value));
-}
 
 function errorBody(message: string, status = 500) {
   return { type: "error", error: { type: ERROR_TYPES[status] ?? "api_error", message } };
@@ -102,9 +78,6 @@ function errorBody(message: string, status = 500) {
 export async function startFakeAnthropicServer(options: {
   respond: FakeAnthropicResponder;
 }): Promise<FakeAnthropicServer> {
-  const requests: FakeRequest[] = [];
-  const { respond } = options;
-
   const messageStart = (index: number, model: string, usage: Record<string, unknown>) =>
     sse("message_start", {
       message: {
@@ -183,7 +156,7 @@ export async function startFakeAnthropicServer(options: {
     }
     for (const c of calls) {
       open({ type: "tool_use", id: c.id, name: c.name, input: {} });
-      for (const p of ["", ...pieces(c.json)]) delta({ type: "input_json_delta", partial_json: p });
+      for (const p of ["", ...pieces(c.json, 6)]) delta({ type: "input_json_delta", partial_json: p });
       close();
     }
     out += sse("message_delta", {
@@ -195,78 +168,24 @@ export async function startFakeAnthropicServer(options: {
     res.end(out);
   };
 
-  const answer = (res: ServerResponse, request: FakeRequest, index: number, r: FakeAnthropicResponse) => {
-    if ("raw" in r) {
-      const type = r.raw.trimStart().startsWith("{") ? "application/json" : "text/event-stream";
-      res.writeHead(r.status ?? 200, { "content-type": type, ...r.headers });
-      res.end(r.raw);
-    } else if ("status" in r) {
-      const body = r.body ?? JSON.stringify(errorBody(`Fake server error (HTTP ${r.status})`, r.status));
-      res.writeHead(r.status, {
-        "content-type": "application/json",
-        "request-id": `req_fake_${index}`,
-        ...r.headers,
-      });
-      res.end(body);
-    } else if ("breakOff" in r || "stall" in r) {
-      const usage = { input_tokens: 1, output_tokens: 1 };
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write(messageStart(index, String(request.body?.model ?? "claude-fake"), usage));
-      res.write(sse("content_block_start", { index: 0, content_block: { type: "text", text: "" } }));
-      for (const t of words(r.afterText ?? ""))
-        res.write(sse("content_block_delta", { index: 0, delta: { type: "text_delta", text: t } }));
-      // Destroy only after the events were flushed, so the client sees them before the break.
-      if ("breakOff" in r) setTimeout(() => res.socket?.destroy(), 20);
-    } else reply(res, request, index, r);
+  const protocol: FakeProtocol<FakeAnthropicReply> = {
+    name: "Fake Anthropic server",
+    route: (method, path, res) => {
+      if (method === "POST" && path === "/v1/messages") return true;
+      sendJson(res, 404, errorBody(`Fake Anthropic server: no route ${method} ${path}`, 404));
+      return false;
+    },
+    errorBody,
+    faultHeaders: (index) => ({ "request-id": `req_fake_${index}` }),
+    partialStart: (request, index) =>
+      messageStart(index, String(request.body?.model ?? "claude-fake"), {
+        input_tokens: 1,
+        output_tokens: 1,
+      }) + sse("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+    partialText: (text) => sse("content_block_delta", { index: 0, delta: { type: "text_delta", text } }),
+    reply,
   };
 
-  const server = createServer((req, res) => {
-    const parts: Buffer[] = [];
-    req.on("data", (d: Buffer) => parts.push(d));
-    req.on("end", async () => {
-      const path = (req.url ?? "/").split("?")[0] ?? "/";
-      if (req.method !== "POST" || path !== "/v1/messages") {
-        sendJson(res, 404, errorBody(`Fake Anthropic server: no route ${req.method} ${path}`, 404));
-        return;
-      }
-      const text = Buffer.concat(parts).toString("utf8");
-      let body: unknown;
-      try {
-        body = text ? JSON.parse(text) : undefined;
-      } catch {
-        body = text;
-      }
-      const request: FakeRequest = { method: req.method, path, headers: req.headers, body };
-      const index = requests.push(request) - 1;
-      const noRetry = { "x-should-retry": "false" };
-      try {
-        const r = typeof respond === "function" ? await respond(request, index) : respond[index];
-        if (r === undefined) {
-          const count = typeof respond === "function" ? 0 : respond.length;
-          const message = `Fake Anthropic server: no scripted response for request #${index + 1} (only ${count} given)`;
-          sendJson(res, 500, errorBody(message), noRetry);
-          return;
-        }
-        answer(res, request, index, r);
-      } catch (error) {
-        const message = `Fake Anthropic server: respond() threw: ${error instanceof Error ? error.message : String(error)}`;
-        sendJson(res, 500, errorBody(message), noRetry);
-      }
-    });
-  });
-
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  const server = await startFakeHttpServer(options.respond, protocol);
+  return { url: server.origin, requests: server.requests, close: server.close };
 }

@@ -6,6 +6,7 @@ export type {
   FakeAnthropicToolCall,
 } from "./fake-anthropic-server.js";
 export { startFakeAnthropicServer } from "./fake-anthropic-server.js";
+export type { FakeFault } from "./fake-http.js";
 export type {
   FakeOpenAIServer,
   FakeReply,

@@ -1,0 +1,119 @@
+import type { ModelError, ModelEvent } from "./adapter.js";
+import { type ModelErrorContext, ModelFailure, modelError } from "./model-errors.js";
+
+/**
+ * The per-call plumbing both adapters share: their own AbortController wired to the caller's
+ * signal, the idle timer between streamed chunks, the secrets kept out of error messages, and the
+ * errors of a client that cannot be constructed.
+ */
+
+/** The longest silence between two streamed chunks when `timeoutMs` is not set. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
+
+/** What `guardRequest` needs from the adapter's options. */
+export interface GuardOptions {
+  /** The API key and any other credentials in use: never in a message. */
+  credentials: readonly (string | null | undefined)[];
+  /** The extra headers sent: the values of those whose name looks like a credential never appear either. */
+  headers?: Record<string, string>;
+  /** The adapter's `timeoutMs`: also the idle timeout when set, else `DEFAULT_IDLE_TIMEOUT_MS`. */
+  timeoutMs?: number;
+}
+
+/** A fresh error context: nothing happened yet; the secrets as `GuardOptions` says. */
+function errorContext({ credentials, headers, timeoutMs }: GuardOptions): ModelErrorContext {
+  const secrets = [
+    ...credentials,
+    ...Object.entries(headers ?? {})
+      .filter(([name]) => /auth|key|token|secret|cookie/i.test(name))
+      .map(([, value]) => value),
+  ];
+  const idleTimeoutMs = timeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+  return { aborted: false, idleTimedOut: false, streaming: false, timeoutMs, idleTimeoutMs, secrets };
+}
+
+/** One model call's abort and idle-timer state; see `guardRequest`. */
+export interface RequestGuard {
+  /** Pass to the SDK: fires on the caller's abort, on the idle timeout, and when the call ends. */
+  readonly signal: AbortSignal;
+  /** What the classification needs to know; add the secrets only known later (the client's key). */
+  readonly ctx: ModelErrorContext;
+  /** (Re)starts the idle timer: when it runs out, `ctx.idleTimedOut` is set and `signal` fires. */
+  arm(): void;
+  /** Stops the idle timer (while the consumer works, and once the stream ended). */
+  disarm(): void;
+  /** Throws when `signal` fired: classified as `timeout` after the idle timer, else `aborted`. */
+  throwIfAborted(): void;
+}
+
+const aborted = () => new ModelFailure("aborted", "Model request aborted");
+
+/**
+ * Runs `body` under a `RequestGuard` and makes the adapter contract hold whatever it does: a
+ * caller's signal that already fired yields one `aborted` error without calling `body`; anything
+ * `body` throws becomes one `error` event (classified by `toError` with the guard's context); on
+ * every exit, the consumer's early `return()` included, the timer is stopped, the listener on the
+ * caller's signal removed and the guard's signal fired, which releases the connection.
+ */
+export async function* guardRequest(
+  signal: AbortSignal | undefined,
+  options: GuardOptions,
+  toError: (error: unknown, ctx: ModelErrorContext) => ModelError,
+  body: (guard: RequestGuard) => AsyncGenerator<ModelEvent>,
+): AsyncGenerator<ModelEvent> {
+  const ctx = errorContext(options);
+  if (signal?.aborted) {
+    yield { type: "error", error: toError(aborted(), { ...ctx, aborted: true }) };
+    return;
+  }
+  const controller = new AbortController();
+  const onAbort = () => {
+    ctx.aborted = true;
+    controller.abort();
+  };
+  signal?.addEventListener("abort", onAbort, { once: true });
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  const guard: RequestGuard = {
+    signal: controller.signal,
+    ctx,
+    disarm: () => clearTimeout(idle),
+    arm: () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => {
+        ctx.idleTimedOut = true;
+        controller.abort();
+      }, ctx.idleTimeoutMs);
+    },
+    throwIfAborted: () => {
+      if (controller.signal.aborted) throw aborted();
+    },
+  };
+  try {
+    yield* body(guard);
+  } catch (error) {
+    yield { type: "error", error: toError(error, ctx) };
+  } finally {
+    guard.disarm();
+    signal?.removeEventListener("abort", onAbort);
+    controller.abort(); // releases the connection when the consumer stopped early
+  }
+}
+
+/** The `invalid_config` error of a client constructor that threw: one line, secret-free. */
+export function clientError(error: unknown, secrets: readonly (string | null | undefined)[]): ModelError {
+  const detail = error instanceof Error ? error.message : String(error);
+  return modelError("invalid_config", `Cannot create the model API client: ${detail}`, secrets);
+}
+
+/** The per-request options both SDKs take: the guard's signal; the adapter's headers, retries and timeout when set. */
+export function sdkRequestOptions(
+  guard: RequestGuard,
+  options: { headers?: Record<string, string>; maxRetries?: number; timeoutMs?: number },
+) {
+  return {
+    signal: guard.signal,
+    ...(options.headers ? { headers: options.headers } : {}),
+    ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+    ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+  };
+}

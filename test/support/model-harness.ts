@@ -1,0 +1,72 @@
+/**
+ * What the model adapters' tests share: a fake server per test, the adapter contract check on the
+ * collected events, the accessors of the terminal event, and the recorded provider streams.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { afterEach, expect } from "vitest";
+import type { Model, ModelError, ModelEvent, ModelReply, ModelRequest } from "../../src/models/adapter.js";
+
+/** One user message "hi", no system prompt, no tools. */
+export const HI: ModelRequest = { system: "", messages: [{ role: "user", content: "hi" }], tools: [] };
+
+/**
+ * `serve(respond)` starts a fake server (by `start`, e.g. `startFakeOpenAIServer`); every server
+ * started in a test is closed after it (closing one earlier in the test is fine).
+ */
+export function fakeServerPerTest<S extends { close(): Promise<void> }, Responder>(
+  start: (options: { respond: Responder }) => Promise<S>,
+): (respond: Responder) => Promise<S> {
+  const started: S[] = [];
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((s) => s.close()));
+  });
+  return async (respond) => {
+    const server = await start({ respond });
+    started.push(server);
+    return server;
+  };
+}
+
+/** Collects every event of one call and checks the adapter contract: deltas, then exactly one terminal event. */
+export async function collect(
+  model: Model,
+  req: ModelRequest = HI,
+  onEvent?: (e: ModelEvent) => void,
+  signal?: AbortSignal,
+): Promise<ModelEvent[]> {
+  const events: ModelEvent[] = [];
+  for await (const e of model.stream(req, { signal })) {
+    events.push(e);
+    onEvent?.(e);
+  }
+  const terminal = events.filter((e) => e.type === "done" || e.type === "error");
+  expect(terminal).toHaveLength(1);
+  expect(events.at(-1)).toBe(terminal[0]);
+  return events;
+}
+
+/** The reply of the final `done` event; throws when the last event is not one. */
+export function done(events: ModelEvent[]): ModelReply {
+  const last = events.at(-1);
+  if (last?.type !== "done") throw new Error(`expected done, got ${JSON.stringify(last)}`);
+  return last.message;
+}
+
+/** The error of the final `error` event; throws when the last event is not one. */
+export function errorOf(events: ModelEvent[]): ModelError {
+  const last = events.at(-1);
+  if (last?.type !== "error") throw new Error(`expected error, got ${JSON.stringify(last)}`);
+  return last.error;
+}
+
+/** The text of all the deltas of one type, joined. */
+export const deltaText = (events: ModelEvent[], type: "text_delta" | "thinking_delta") =>
+  events.map((e) => (e.type === type ? e.text : "")).join("");
+
+export const call = (id: string, name: string, args: string) => ({ id, name, arguments: args });
+
+/** Recorded provider streams, copied from /work/shared/fixtures/llm-streams (see SOURCES.md there). */
+export const FIXTURES = new URL("../fixtures/llm-streams/", import.meta.url);
+/** False when the folder is missing: the recorded-stream tests are then to be skipped. */
+export const haveFixtures = existsSync(FIXTURES);
+export const fixture = (name: string) => readFileSync(new URL(name, FIXTURES), "utf8");

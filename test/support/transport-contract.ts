@@ -1,0 +1,125 @@
+/**
+ * The transport behaviour both model adapters share (src/models/request-guard.ts and
+ * stream-retry.ts) as one set of tests, run by each adapter's test file against its own fake
+ * server's fault modes: aborts, idle timeouts, refused and reset connections, and broken streams
+ * requested again from scratch.
+ */
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { Model, ModelEvent } from "../../src/models/adapter.js";
+import type { FakeFault, FakeRequest, FakeResponderOf } from "../../src/testing/fake-http.js";
+import { collect, deltaText, done, errorOf, HI } from "./model-harness.js";
+
+export interface TransportOptions {
+  baseURL: string;
+  maxRetries?: number;
+  timeoutMs?: number;
+  retryPartialStreams?: boolean;
+}
+
+export interface AdapterUnderTest {
+  /** Starts the adapter's fake server, closed after the test. */
+  serve(respond: FakeResponderOf<{ text: string } | FakeFault>): Promise<{
+    url: string;
+    requests: FakeRequest[];
+    close(): Promise<void>;
+  }>;
+  /** The adapter with a test key and these options (`maxRetries` 0 unless given). */
+  model(options: TransportOptions): Model;
+  /** The idle timeout the adapter module exports as `DEFAULT_IDLE_TIMEOUT_MS`. */
+  defaultIdleTimeoutMs: number;
+  /** A raw event stream of the protocol's opening event only, which then ends: no delta, never complete. */
+  openingOnly: string;
+}
+
+export function describeTransport(name: string, adapter: AdapterUnderTest): void {
+  const { serve } = adapter;
+  const run = (options: TransportOptions, onEvent?: (e: ModelEvent) => void, signal?: AbortSignal) =>
+    collect(adapter.model({ maxRetries: 0, ...options }), HI, onEvent, signal);
+
+  describe(`${name}: aborts, timeouts and broken connections`, () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it("ends with code aborted when the signal fires mid-stream, or before the request", async () => {
+      const s = await serve(() => ({ stall: true, afterText: "Hello there" }));
+      const controller = new AbortController();
+      const onEvent = (e: ModelEvent) => e.type === "text_delta" && controller.abort();
+      const events = await run({ baseURL: s.url }, onEvent, controller.signal);
+      expect(errorOf(events)).toEqual({ code: "aborted", message: "Model request aborted" });
+      const early = await run({ baseURL: s.url }, undefined, AbortSignal.abort());
+      expect(errorOf(early).code).toBe("aborted");
+      expect(s.requests).toHaveLength(1);
+    });
+
+    it("times out a stalled stream with code timeout", async () => {
+      const s = await serve(() => ({ stall: true, afterText: "Hello" }));
+      expect(errorOf(await run({ baseURL: s.url, timeoutMs: 200 })).code).toBe("timeout");
+    });
+
+    it("times out a stalled stream after the default idle timeout when timeoutMs is not set", async () => {
+      expect(adapter.defaultIdleTimeoutMs).toBe(120_000);
+      const s = await serve(() => ({ stall: true, afterText: "Hello" }));
+      const model = adapter.model({ baseURL: s.url, maxRetries: 0 });
+      const iterator = model.stream(HI, {})[Symbol.asyncIterator]();
+      expect((await iterator.next()).value).toEqual({ type: "text_delta", text: "Hello" });
+      // Only the adapter's timers are faked, from here on: the socket stays real and silent.
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+      const next = iterator.next();
+      await vi.advanceTimersByTimeAsync(adapter.defaultIdleTimeoutMs);
+      expect((await next).value).toEqual({
+        type: "error",
+        error: { code: "timeout", message: "Model API stream stalled: no data after 120000 ms" },
+      });
+      expect((await iterator.next()).done).toBe(true);
+    });
+
+    it("reports a refused connection as code connection", async () => {
+      const s = await serve([]);
+      const url = s.url;
+      await s.close();
+      const error = errorOf(await run({ baseURL: url }));
+      expect(error.code).toBe("connection");
+      expect(error.message).toMatch(/^Model API connection error: /);
+    });
+
+    it("retries a connection reset before the headers, and reports a persistent one as connection", async () => {
+      const s = await serve([{ reset: true }, { text: "ok" }]);
+      expect(done(await run({ baseURL: s.url, maxRetries: 1 })).content).toBe("ok");
+      const failed = await serve(() => ({ reset: true }));
+      expect(errorOf(await run({ baseURL: failed.url, maxRetries: 1 })).code).toBe("connection");
+      expect(failed.requests).toHaveLength(2);
+    });
+  });
+
+  describe(`${name}: broken streams`, () => {
+    it("requests a stream cut, or ended early, before any delta again from scratch", async () => {
+      const s = await serve([{ cutMidChunk: true }, { raw: adapter.openingOnly }, { text: "Whole answer." }]);
+      const events = await run({ baseURL: s.url, maxRetries: 2 });
+      expect(done(events).content).toBe("Whole answer.");
+      expect(deltaText(events, "text_delta")).toBe("Whole answer.");
+      expect(s.requests).toHaveLength(3);
+      expect(s.requests[2]?.body).toEqual(s.requests[0]?.body);
+    });
+
+    it("ends with stream_incomplete once deltas were emitted; retryPartialStreams retries those too", async () => {
+      const cut = { cutMidChunk: true, afterText: "Partial answer" } as const;
+      const s = await serve([cut, cut, { text: "Full answer." }]);
+      const partial = await run({ baseURL: s.url, maxRetries: 3 });
+      expect(errorOf(partial).code).toBe("stream_incomplete");
+      expect(errorOf(partial).message).toMatch(/^Model API stream broke off before the reply was complete/);
+      expect(deltaText(partial, "text_delta")).toBe("Partial answer");
+      expect(s.requests).toHaveLength(1);
+      const retried = await run({ baseURL: s.url, maxRetries: 3, retryPartialStreams: true });
+      expect(deltaText(retried, "text_delta")).toBe("Partial answerFull answer.");
+      expect(done(retried).content).toBe("Full answer.");
+      expect(s.requests).toHaveLength(3);
+    });
+
+    it("gives up on a stream that keeps breaking after 1 + maxRetries requests", async () => {
+      const s = await serve(() => ({ breakOff: true }));
+      expect(errorOf(await run({ baseURL: s.url, maxRetries: 2 })).code).toBe("stream_incomplete");
+      expect(s.requests).toHaveLength(3);
+    });
+  });
+}
