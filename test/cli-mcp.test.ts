@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
-import { runCli } from "./helpers.js";
+import { interruptOnFirstRequest, runCli } from "./helpers.js";
 
 const USERS_SERVER = fileURLToPath(new URL("../examples/users-server/server.mjs", import.meta.url));
 const USERS_JSON = fileURLToPath(new URL("../examples/users-server/users.json", import.meta.url));
@@ -96,14 +96,7 @@ describe("agentloop with MCP servers from agentloop.json", () => {
     const run = await runCli(["run", "hi"], {
       cwd: dir,
       env,
-      onSpawn: (kill) => {
-        const poll = setInterval(() => {
-          if (server?.requests.length) {
-            clearInterval(poll);
-            kill("SIGINT");
-          }
-        }, 10);
-      },
+      onSpawn: interruptOnFirstRequest(server as FakeOpenAIServer),
     });
     expect(run.code).toBe(130);
     expect(survivors(users)).toEqual([]);

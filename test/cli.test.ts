@@ -8,7 +8,7 @@ import {
   type FakeResponder,
   startFakeOpenAIServer,
 } from "../src/testing/fake-openai-server.js";
-import { runCli } from "./helpers.js";
+import { interruptOnFirstRequest, runCli } from "./helpers.js";
 
 const KEY = "sk-test-SECRET-0123456789abcdef";
 let server: FakeOpenAIServer | undefined;
@@ -174,14 +174,7 @@ describe("agentloop run against an OpenAI-compatible server", () => {
     const env = await serve(() => ({ stall: true }));
     const run = await runCli(["run", "hi"], {
       env,
-      onSpawn: (kill) => {
-        const poll = setInterval(() => {
-          if (server?.requests.length) {
-            clearInterval(poll);
-            kill("SIGINT");
-          }
-        }, 10);
-      },
+      onSpawn: interruptOnFirstRequest(server as FakeOpenAIServer),
     });
     expect(run.code).toBe(130);
   });

@@ -39,3 +39,15 @@ export function runCli(
     options.onSpawn?.((signal) => child.kill(signal));
   });
 }
+
+/** An `onSpawn` for `runCli` that presses Ctrl+C (SIGINT) once the model server has received a request. */
+export function interruptOnFirstRequest(server: { requests: readonly unknown[] }) {
+  return (kill: (signal: NodeJS.Signals) => void) => {
+    const poll = setInterval(() => {
+      if (server.requests.length > 0) {
+        clearInterval(poll);
+        kill("SIGINT");
+      }
+    }, 10);
+  };
+}
