@@ -3,7 +3,7 @@ import { serve } from "@hono/node-server";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { Agent, defineTool } from "../src/index.js";
+import { Agent, type AgentOptions, defineTool } from "../src/index.js";
 import { createApp, type ServerOptions } from "../src/server/index.js";
 import { type ScriptedStep, scriptedModel } from "../src/testing/index.js";
 import { builtinTools } from "../src/tools/builtin/index.js";
@@ -20,280 +20,243 @@ async function listen(options: ServerOptions, apiKey = "none") {
     const s = serve({ fetch: server.app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
   });
   closers.push(() => new Promise((resolve) => http.close(() => resolve())));
-  const { port } = http.address() as AddressInfo;
-  const baseURL = `http://127.0.0.1:${port}/v1`;
+  const baseURL = `http://127.0.0.1:${(http.address() as AddressInfo).port}/v1`;
   return { server, baseURL, client: new OpenAI({ baseURL, apiKey, maxRetries: 0 }) };
 }
 
-const calculatorAgent = (steps: ScriptedStep[]) =>
-  new Agent({ model: scriptedModel(steps), tools: builtinTools(), instructions: "You are exact." });
+type ChunkWithEvent = OpenAI.Chat.Completions.ChatCompletionChunk & {
+  agentloop?: { type: string; [field: string]: unknown };
+};
 
-/** The parts of a response body these tests read. */
-interface Body {
-  error: { message: string; type: string; code: string | null };
-  data: { id: string }[];
-  model: string;
-  choices: { message: { content: string } }[];
-}
-const body = async (res: Response) => (await res.json()) as Body;
-
-const post = (server: ReturnType<typeof createApp>, body: unknown, headers: Record<string, string> = {}) =>
-  server.app.request("/v1/chat/completions", {
+/** POSTs a streaming request and returns the raw SSE body with its parsed data events. */
+async function rawStream(baseURL: string, request: object) {
+  const res = await fetch(`${baseURL}/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: typeof body === "string" ? body : JSON.stringify(body),
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...request, stream: true }),
   });
+  const text = await res.text();
+  const data = [...text.matchAll(/^data: (.*)$/gm)].map((m) => m[1] as string);
+  const chunks = data.filter((d) => d !== "[DONE]").map((d) => JSON.parse(d) as ChunkWithEvent);
+  return { res, text, data, chunks };
+}
 
-describe("OpenAI-compatible server", () => {
-  it("answers the official client without streaming", async () => {
-    const model = scriptedModel([
-      {
-        toolCalls: [{ name: "calculator", arguments: { expression: "157.09 * 493.89" } }],
-        usage: { inputTokens: 10, outputTokens: 5 },
-      },
-      { text: "77585.1801", usage: { inputTokens: 20, outputTokens: 3 } },
-    ]);
+const calculatorAgent = (steps: ScriptedStep[] | (() => ScriptedStep), options: Partial<AgentOptions> = {}) =>
+  new Agent({ model: scriptedModel(steps), tools: builtinTools(), ...options });
+const user = (content: string) => ({ messages: [{ role: "user" as const, content }] });
+
+interface ErrorBody {
+  error: { message: string; type: string; code: string | null; param: string | null };
+}
+const errorOf = async (res: Response) => ((await res.json()) as ErrorBody).error;
+
+describe("OpenAI-compatible server, through the official client", () => {
+  const toolThenAnswer: ScriptedStep[] = [
+    {
+      text: "Let me compute.",
+      toolCalls: [{ id: "c1", name: "calculator", arguments: { expression: "157.09 * 493.89" } }],
+      usage: { inputTokens: 10, outputTokens: 5 },
+    },
+    { text: "It is 77585.1801.", usage: { inputTokens: 20, outputTokens: 3 } },
+  ];
+
+  it("answers without streaming, with the client's system message after the agent's instructions", async () => {
+    const model = scriptedModel(toolThenAnswer);
     const agent = new Agent({ model, tools: builtinTools(), instructions: "You are exact." });
     const { client } = await listen({ agents: { calc: agent } });
     const completion = await client.chat.completions.create({
       model: "calc",
       messages: [
-        { role: "system", content: "Answer with digits only." },
+        { role: "system", content: "Answer briefly." },
         { role: "user", content: "157.09 * 493.89?" },
       ],
     });
     expect(completion.object).toBe("chat.completion");
-    expect(completion.choices[0]?.message.content).toBe("77585.1801");
+    expect(completion.model).toBe("calc");
+    // The same content as the stream: the narration before the tool call, then the answer.
+    expect(completion.choices[0]?.message.content).toBe("Let me compute.\n\nIt is 77585.1801.");
     expect(completion.choices[0]?.finish_reason).toBe("stop");
     expect(completion.usage).toMatchObject({ prompt_tokens: 30, completion_tokens: 8, total_tokens: 38 });
-    // The client's system message goes after the agent's own instructions.
-    expect(model.requests[0]?.system).toBe("You are exact.\n\nAnswer with digits only.");
-  });
-
-  it("streams content deltas, tool events in `agentloop`, a usage chunk and [DONE]", async () => {
-    const agent = calculatorAgent([
-      {
-        text: "Let me compute.",
-        toolCalls: [{ id: "c1", name: "calculator", arguments: { expression: "6*7" } }],
-      },
-      { text: "The answer is 42." },
-    ]);
-    const { client } = await listen({ agents: { calc: agent } });
-    const stream = await client.chat.completions.create({
-      model: "calc",
-      messages: [{ role: "user", content: "6*7?" }],
-      stream: true,
-      stream_options: { include_usage: true },
-    });
-    const chunks: (OpenAI.Chat.Completions.ChatCompletionChunk & { agentloop?: { type: string } })[] = [];
-    for await (const chunk of stream) chunks.push(chunk);
-    const content = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
-    expect(content).toBe("Let me compute.\n\nThe answer is 42.");
-    const events = chunks.flatMap((c) => (c.agentloop ? [c.agentloop] : []));
-    expect(events.map((e) => e.type)).toEqual(["tool_call", "tool_result", "turn_complete"]);
-    expect(events[1]).toMatchObject({ type: "tool_result", id: "c1", content: "42", isError: false });
-    const finish = chunks.find((c) => c.choices[0]?.finish_reason);
-    expect(finish?.choices[0]?.finish_reason).toBe("stop");
-    expect(finish?.agentloop).toMatchObject({
+    expect((completion as unknown as ChunkWithEvent).agentloop).toMatchObject({
       type: "turn_complete",
       stopReason: "final_answer",
       iterations: 2,
     });
-    expect(chunks.at(-1)?.choices).toEqual([]);
-    expect(chunks.at(-1)?.usage).toBeDefined();
+    expect(model.requests[0]?.system.startsWith("You are exact.\n\nAnswer briefly.")).toBe(true);
   });
 
-  it("maps stop reasons to finish_reason and errors to 502", async () => {
-    const loopForever = () => ({
-      toolCalls: [{ name: "calculator", arguments: { expression: `${Math.random()}` } }],
+  it("streams content deltas, tool events in `agentloop`, the finish chunk, a usage chunk and [DONE]", async () => {
+    const { client, baseURL } = await listen({
+      agents: { calc: calculatorAgent(toolThenAnswer), echo: calculatorAgent(() => ({ text: "hello" })) },
     });
-    const agents = {
-      ask: new Agent({
-        model: scriptedModel([
-          { toolCalls: [{ name: "ask_question", arguments: { question: "Which city?" } }] },
-        ]),
-        mode: "explicit",
-      }),
-      limit: new Agent({ model: scriptedModel(loopForever), tools: builtinTools(), maxIterations: 2 }),
-      broken: new Agent({
-        model: scriptedModel(() => ({
-          error: { code: "http_500", message: "Model API error (HTTP 500): boom" },
-        })),
-      }),
-      late: new Agent({
-        model: scriptedModel([
-          { text: "Working on it.", toolCalls: [{ name: "calculator", arguments: { expression: "1+1" } }] },
-          { error: { code: "http_500", message: "boom later" } },
-        ]),
-        tools: builtinTools(),
-      }),
-    };
-    const { client, baseURL } = await listen({ agents });
-    const ask = await client.chat.completions.create({
-      model: "ask",
-      messages: [{ role: "user", content: "trip" }],
-    });
-    expect(ask.choices[0]).toMatchObject({ finish_reason: "stop", message: { content: "Which city?" } });
-    const limit = await client.chat.completions.create({
-      model: "limit",
-      messages: [{ role: "user", content: "go" }],
-    });
-    expect(limit.choices[0]?.finish_reason).toBe("length");
-    // Nothing streamed yet: a 502 with OpenAI's error shape, streaming or not.
-    for (const stream of [false, true]) {
-      const res = await fetch(`${baseURL}/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ model: "broken", messages: [{ role: "user", content: "hi" }], stream }),
-      });
-      expect(res.status).toBe(502);
-      expect(await body(res)).toEqual({
-        error: {
-          message: "Model API error (HTTP 500): boom",
-          type: "upstream_error",
-          code: "model_error",
-          param: null,
-        },
-      });
-    }
-    // After something was streamed: a last chunk whose `agentloop` is the error event.
     const stream = await client.chat.completions.create({
-      model: "late",
-      messages: [{ role: "user", content: "hi" }],
+      model: "calc",
+      ...user("157.09 * 493.89?"),
       stream: true,
+      stream_options: { include_usage: true },
     });
-    const chunks: { agentloop?: { type: string; message?: string } }[] = [];
-    for await (const chunk of stream)
-      chunks.push(chunk as { agentloop?: { type: string; message?: string } });
-    expect(chunks.at(-1)?.agentloop).toMatchObject({ type: "error", message: "boom later" });
-  });
-
-  it("validates before looking up the model, and speaks OpenAI's error shape", async () => {
-    const server = createApp({ agents: { a: calculatorAgent([]) } });
-    const bad = await post(server, { model: "nope", messages: "not a list" });
-    expect(bad.status).toBe(400);
-    expect((await body(bad)).error).toMatchObject({
-      type: "invalid_request_error",
-      code: "invalid_request",
-    });
-    const json = await post(server, "{oops");
-    expect(json.status).toBe(400);
-    const lastNotUser = await post(server, { messages: [{ role: "assistant", content: "hi" }] });
-    expect(lastNotUser.status).toBe(400);
-    expect((await body(lastNotUser)).error.message).toContain("the last message must be a user message");
-    const missing = await post(server, { model: "nope", messages: [{ role: "user", content: "hi" }] });
-    expect(missing.status).toBe(404);
-    expect((await body(missing)).error).toMatchObject({ type: "not_found_error", code: "model_not_found" });
-    const huge = await post(createApp({ agents: { a: calculatorAgent([]) }, maxBodyBytes: 1000 }), {
-      messages: [{ role: "user", content: "x".repeat(5000) }],
-    });
-    expect(huge.status).toBe(413);
-    expect((await body(huge)).error.code).toBe("request_too_large");
-  });
-
-  it("requires the API key when one is set, and lists models, health and metrics", async () => {
-    const server = createApp({
-      agents: { first: calculatorAgent([{ text: "hi" }]), second: calculatorAgent([]) },
-      apiKey: "s3cret",
-    });
-    const none = await server.app.request("/v1/models");
-    expect(none.status).toBe(401);
-    expect((await body(none)).error.type).toBe("authentication_error");
-    const wrong = await server.app.request("/v1/models", { headers: { authorization: "Bearer nope" } });
-    expect(wrong.status).toBe(401);
-    const models = await server.app.request("/v1/models", { headers: { authorization: "Bearer s3cret" } });
-    expect((await body(models)).data.map((m: { id: string }) => m.id)).toEqual(["first", "second"]);
-    // A request without `model` goes to the first agent.
-    const res = await post(
-      server,
-      { messages: [{ role: "user", content: "hello" }] },
-      { authorization: "Bearer s3cret" },
+    const chunks: ChunkWithEvent[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks[0]?.choices[0]?.delta).toEqual({ role: "assistant", content: "" });
+    const contentChunks = chunks.filter((c) => c.choices[0]?.delta.content);
+    expect(contentChunks.length).toBeGreaterThan(2); // streamed in deltas, not at once
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? "").join("")).toBe(
+      "Let me compute.\n\nIt is 77585.1801.",
     );
-    expect((await body(res)).model).toBe("first");
-    expect(await (await server.app.request("/healthz")).json()).toEqual({ status: "ok" });
-    const metrics = await (await server.app.request("/metrics")).text();
-    expect(metrics).toContain('agentloop_runs_total{stop_reason="final_answer"} 1');
-    expect(metrics).toContain("agentloop_run_iterations_count 1");
-    const page = await server.app.request("/");
-    expect(await page.text()).toContain("<title>agentloop</title>");
+    const events = chunks.flatMap((c) => (c.agentloop ? [c] : []));
+    expect(events.map((c) => c.agentloop?.type)).toEqual(["tool_call", "tool_result", "turn_complete"]);
+    expect(events[0]?.choices[0]?.delta).toEqual({});
+    expect(events[0]?.agentloop).toEqual({
+      type: "tool_call",
+      id: "c1",
+      name: "calculator",
+      arguments: { expression: "157.09 * 493.89" },
+    });
+    expect(events[1]?.agentloop).toMatchObject({
+      type: "tool_result",
+      content: "77585.1801",
+      isError: false,
+    });
+    const finish = events[2];
+    expect(finish?.choices[0]?.finish_reason).toBe("stop");
+    expect(finish?.agentloop).toMatchObject({
+      stopReason: "final_answer",
+      iterations: 2,
+      usage: { inputTokens: 30 },
+    });
+    const usage = chunks.at(-1);
+    expect(usage?.choices).toEqual([]);
+    expect(usage?.usage).toMatchObject({ prompt_tokens: 30, completion_tokens: 8, total_tokens: 38 });
+
+    // On the wire: `data: {...}\n\n` events ending with `data: [DONE]`, one id for all chunks.
+    const raw = await rawStream(baseURL, { model: "echo", ...user("again") });
+    expect(raw.res.headers.get("content-type")).toContain("text/event-stream");
+    expect(raw.text.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(new Set(raw.chunks.map((c) => c.id)).size).toBe(1);
+    expect(raw.chunks.every((c) => c.object === "chat.completion.chunk")).toBe(true);
+    expect(raw.chunks.some((c) => c.usage)).toBe(false); // no usage chunk unless asked
   });
 
-  it("aborts the run and its tool calls when the client disconnects mid-stream", async () => {
-    let toolSignal: AbortSignal | undefined;
-    let reached: () => void = () => {};
-    const started = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    const wait = defineTool({
-      name: "wait",
+  it("maps every stop reason to finish_reason", async () => {
+    const loopForever = () => ({ toolCalls: [{ name: "calculator", arguments: { expression: "1+1" } }] });
+    const hang = defineTool({
+      name: "hang",
       description: "Waits until aborted.",
       parameters: z.object({}),
       execute: (_args, { signal }) =>
-        new Promise((_, reject) => {
-          toolSignal = signal;
-          reached();
-          signal.addEventListener("abort", () => reject(new Error("aborted")));
-        }),
+        new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error("aborted")))),
     });
-    const agent = new Agent({
-      model: scriptedModel([{ text: "Waiting.", toolCalls: [{ name: "wait" }] }]),
-      tools: [wait],
+    const breaking = (tool: string, args: Record<string, unknown>) => () => ({
+      toolCalls: [{ name: tool, arguments: args }],
     });
-    const { baseURL, server } = await listen({ agents: { w: agent } });
-    const controller = new AbortController();
-    const res = await fetch(`${baseURL}/chat/completions`, {
+    const agents = {
+      final: calculatorAgent([{ text: "Done." }]),
+      ask: calculatorAgent(breaking("ask_question", { question: "Which city?" }), { mode: "explicit" }),
+      complete: calculatorAgent(breaking("task_completion", { result: "All set." }), { mode: "explicit" }),
+      converse: calculatorAgent(breaking("converse", { message: "Hello!" }), { mode: "explicit" }),
+      limit: calculatorAgent(loopForever, { maxIterations: 2, repetitionThreshold: 100 }),
+      budget: calculatorAgent(() => ({ ...loopForever(), usage: { inputTokens: 60, outputTokens: 60 } }), {
+        budget: { maxTokens: 100 },
+      }),
+      timeout: new Agent({
+        model: scriptedModel([{ toolCalls: [{ name: "hang" }] }]),
+        tools: [hang],
+        budget: { timeoutMs: 50 },
+      }),
+    };
+    const expected = {
+      final: ["final_answer", "stop", "Done."],
+      ask: ["ask_question", "stop", "Which city?"],
+      complete: ["task_completion", "stop", "All set."],
+      converse: ["converse", "stop", "Hello!"],
+      limit: ["max_iterations", "length", ""],
+      budget: ["budget_exceeded", "length", ""],
+      timeout: ["aborted", "length", ""],
+    } as const;
+    const { client, baseURL } = await listen({ agents });
+    for (const [model, [stopReason, reason, content]] of Object.entries(expected)) {
+      const completion = await client.chat.completions.create({ model, ...user("go") });
+      expect(completion.choices[0], model).toMatchObject({ finish_reason: reason, message: { content } });
+      expect((completion as unknown as ChunkWithEvent).agentloop?.stopReason, model).toBe(stopReason);
+    }
+    // Streaming: the question of ask_question arrives as content, before the finish chunk.
+    const { chunks } = await rawStream(baseURL, { model: "ask", ...user("trip") });
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? "").join("")).toBe("Which city?");
+    expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe("stop");
+    expect(chunks.at(-1)?.agentloop).toMatchObject({ type: "turn_complete", stopReason: "ask_question" });
+  });
+
+  it("answers circuit_breaker and model_error with a 502 before streaming, and an error chunk after", async () => {
+    const broken = () =>
+      calculatorAgent(() => ({ error: { code: "http_500", message: "Model API error (HTTP 500): boom" } }));
+    const agents = {
+      broken: broken(),
+      brokenStream: broken(),
+      // Explicit mode, replies without text or a tool call: the breaker trips with nothing streamed.
+      silent: calculatorAgent(() => ({}), { mode: "explicit" }),
+      silentStream: calculatorAgent(() => ({}), { mode: "explicit" }),
+      late: calculatorAgent([
+        { text: "Working on it.", toolCalls: [{ name: "calculator", arguments: { expression: "1+1" } }] },
+        { error: { code: "http_500", message: "boom later" } },
+      ]),
+      failing: calculatorAgent(() => ({
+        toolCalls: [{ name: "calculator", arguments: { expression: "1/" } }],
+      })),
+    };
+    const { client, baseURL } = await listen({ agents });
+    for (const [model, stream, code] of [
+      ["broken", false, "model_error"],
+      ["brokenStream", true, "model_error"],
+      ["silent", false, "circuit_breaker"],
+      ["silentStream", true, "circuit_breaker"],
+    ] as const) {
+      const res = await fetch(`${baseURL}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model, ...user("hi"), stream }),
+      });
+      expect(res.status, model).toBe(502);
+      expect(res.headers.get("x-should-retry")).toBe("false");
+      expect(await errorOf(res)).toMatchObject({ type: "upstream_error", code });
+    }
+    await expect(client.chat.completions.create({ model: "broken", ...user("hi") })).rejects.toMatchObject({
+      status: 502,
+      error: {
+        message: "Model API error (HTTP 500): boom",
+        type: "upstream_error",
+        code: "model_error",
+        param: null,
+      },
+    });
+
+    for (const [model, code] of [
+      ["late", "http_500"],
+      ["failing", "circuit_breaker"],
+    ] as const) {
+      const stream = await client.chat.completions.create({ model, ...user("hi"), stream: true });
+      const chunks: ChunkWithEvent[] = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      // The run's turn_complete, then the error event as the last chunk.
+      expect(chunks.at(-2)?.agentloop).toMatchObject({ type: "turn_complete" });
+      expect(chunks.at(-1)?.agentloop, model).toMatchObject({ type: "error", code });
+      expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe("stop");
+    }
+  });
+
+  it("lists and retrieves models, and sends requests without `model` to the first agent", async () => {
+    const { client } = await listen({
+      agents: { first: calculatorAgent([{ text: "hi" }]), second: calculatorAgent([]) },
+    });
+    const models = [];
+    for await (const m of client.models.list()) models.push(m.id);
+    expect(models).toEqual(["first", "second"]);
+    expect(await client.models.retrieve("second")).toMatchObject({ id: "second", object: "model" });
+    await expect(client.models.retrieve("nope")).rejects.toMatchObject({ status: 404 });
+    const res = await fetch(`${client.baseURL}/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ messages: [{ role: "user", content: "wait" }], stream: true }),
-      signal: controller.signal,
+      body: JSON.stringify(user("hello")),
     });
-    expect(res.status).toBe(200);
-    await started;
-    controller.abort();
-    await server.idle();
-    expect(toolSignal?.aborted).toBe(true);
-    const metrics = server.metrics.render();
-    expect(metrics).toContain('agentloop_runs_total{stop_reason="aborted"} 1');
-  });
-
-  it("gives 100 concurrent streaming requests each their own answer", async () => {
-    const model = scriptedModel((request) => ({ text: `echo: ${request.messages.at(-1)?.content}` }));
-    const { client } = await listen({ agents: { echo: new Agent({ model }) } });
-    const answers = await Promise.all(
-      Array.from({ length: 100 }, async (_, i) => {
-        const stream = await client.chat.completions.create({
-          model: "echo",
-          messages: [{ role: "user", content: `request ${i}` }],
-          stream: true,
-        });
-        let text = "";
-        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
-        return text;
-      }),
-    );
-    expect(answers).toEqual(Array.from({ length: 100 }, (_, i) => `echo: request ${i}`));
-  });
-
-  it("drains: new requests get 503 while the ones in flight finish", async () => {
-    let release: () => void = () => {};
-    const gate = new Promise<ScriptedStep>((resolve) => {
-      release = () => resolve({ text: "finished" });
-    });
-    const agent = new Agent({ model: scriptedModel(() => gate) });
-    const server = createApp({ agents: { a: agent } });
-    const inFlight = post(server, { messages: [{ role: "user", content: "slow" }] });
-    await new Promise((resolve) => setImmediate(resolve));
-    server.drain();
-    const rejected = await post(server, { messages: [{ role: "user", content: "new" }] });
-    expect(rejected.status).toBe(503);
-    let idle = false;
-    void server.idle().then(() => {
-      idle = true;
-    });
-    expect(idle).toBe(false);
-    release();
-    const res = await inFlight;
-    expect((await body(res)).choices[0]?.message.content).toBe("finished");
-    await server.idle();
+    expect(((await res.json()) as { model: string }).model).toBe("first");
   });
 });

@@ -1,15 +1,17 @@
-import type { StopReason } from "../core/events.js";
+import { AgentloopError, errorMessage } from "../core/errors.js";
+import type { RunResult, StopReason } from "../core/events.js";
 
 /** OpenAI's error body: the one shape every error of the server takes. */
 export interface OpenAIErrorBody {
-  error: { message: string; type: string; code: string | null; param?: string | null };
+  error: { message: string; type: string; code: string | null; param: string | null };
 }
 
-export type ErrorStatus = 400 | 401 | 404 | 413 | 500 | 502 | 503;
+export type ErrorStatus = 400 | 401 | 403 | 404 | 413 | 500 | 502 | 503;
 
 const TYPES: Record<ErrorStatus, string> = {
   400: "invalid_request_error",
   401: "authentication_error",
+  403: "permission_error",
   404: "not_found_error",
   413: "invalid_request_error",
   500: "server_error",
@@ -17,21 +19,73 @@ const TYPES: Record<ErrorStatus, string> = {
   503: "server_error",
 };
 
-/** The one place that turns a failure into an HTTP status and an OpenAI error body. */
-export function errorBody(status: ErrorStatus, message: string, code: string | null = null): OpenAIErrorBody {
-  return { error: { message, type: TYPES[status], code, param: null } };
+/**
+ * The one place that turns a failure into an HTTP status and an OpenAI error body. Messages
+ * must never hold a secret: callers pass fixed text or errors the core already redacted.
+ */
+export function errorBody(
+  status: ErrorStatus,
+  message: string,
+  code: string | null = null,
+  param: string | null = null,
+): OpenAIErrorBody {
+  return { error: { message, type: TYPES[status], code, param } };
 }
 
-/** `finish_reason` per stop reason (SPEC section 6); `undefined` for stops that are errors. */
+/** An error response; `headers` are added (e.g. `x-should-retry`). */
+export function errorResponse(
+  status: ErrorStatus,
+  message: string,
+  code: string | null = null,
+  options: { param?: string | null; headers?: Record<string, string> } = {},
+): Response {
+  return new Response(JSON.stringify(errorBody(status, message, code, options.param ?? null)), {
+    status,
+    headers: { "content-type": "application/json", ...options.headers },
+  });
+}
+
+/**
+ * The 502 of a run that ended on `circuit_breaker` or `model_error` before anything was
+ * streamed. The model was already retried by its adapter, so clients are told not to retry
+ * (`x-should-retry: false`, which the official clients honour).
+ */
+export function runErrorResponse(result: RunResult): Response {
+  return errorResponse(
+    502,
+    result.error?.message ?? `The run stopped: ${result.stopReason}.`,
+    result.stopReason,
+    {
+      headers: { "x-should-retry": "false" },
+    },
+  );
+}
+
+/** A 500 for anything unexpected; an `AgentloopError` (a caller error of the core) keeps its code. */
+export function unexpectedErrorResponse(error: unknown): Response {
+  if (error instanceof AgentloopError) return errorResponse(500, error.message, error.code);
+  return errorResponse(500, `Internal server error: ${errorMessage(error)}`, "internal_error");
+}
+
+/**
+ * `finish_reason` per stop reason (SPEC section 6); `undefined` for the stops that are errors
+ * (`circuit_breaker`, `model_error`). `aborted` reaches a connected client only when the run's
+ * time limit struck (a client that disconnected reads nothing), so like the other limits it is
+ * `length`: the answer was cut short.
+ */
 export function finishReason(stopReason: StopReason): "stop" | "length" | undefined {
   switch (stopReason) {
+    case "final_answer":
+    case "task_completion":
+    case "converse":
+    case "ask_question":
+      return "stop";
     case "max_iterations":
     case "budget_exceeded":
+    case "aborted":
       return "length";
     case "circuit_breaker":
     case "model_error":
       return undefined;
-    default:
-      return "stop";
   }
 }

@@ -1,3 +1,5 @@
-export type { AgentServer, ServerOptions } from "./app.js";
+export type { AgentServer, ServerOptions, ShutdownOptions } from "./app.js";
 export { createApp } from "./app.js";
 export type { OpenAIErrorBody } from "./errors.js";
+export type { Chunk, Completion, WireUsage } from "./map-events.js";
+export type { Metrics } from "./metrics.js";

@@ -2,6 +2,18 @@ import type { AgentEvent, RunResult } from "../core/events.js";
 import type { Usage } from "../core/messages.js";
 import { finishReason } from "./errors.js";
 
+type TurnComplete = Extract<AgentEvent, { type: "turn_complete" }>;
+type ErrorEvent = Extract<AgentEvent, { type: "error" }>;
+
+/** OpenAI's `usage` object. */
+export interface WireUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+  completion_tokens_details?: { reasoning_tokens: number };
+}
+
 /** One `chat.completion.chunk`; `agentloop` carries an event of SPEC section 3 (clients ignore it). */
 export interface Chunk {
   id: string;
@@ -11,13 +23,29 @@ export interface Chunk {
   choices: {
     index: 0;
     delta: { role?: "assistant"; content?: string; reasoning_content?: string };
-    finish_reason: string | null;
+    finish_reason: "stop" | "length" | null;
   }[];
-  usage?: ReturnType<typeof wireUsage>;
+  usage?: WireUsage;
   agentloop?: AgentEvent;
 }
 
-export function wireUsage(usage: Usage) {
+/** A non-streaming `chat.completion`; `agentloop` is the run's `turn_complete` event. */
+export interface Completion {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  choices: {
+    index: 0;
+    message: { role: "assistant"; content: string; refusal: null; reasoning_content?: string };
+    finish_reason: "stop" | "length";
+    logprobs: null;
+  }[];
+  usage: WireUsage;
+  agentloop: TurnComplete;
+}
+
+export function wireUsage(usage: Usage): WireUsage {
   return {
     prompt_tokens: usage.inputTokens,
     completion_tokens: usage.outputTokens,
@@ -32,15 +60,28 @@ export function wireUsage(usage: Usage) {
 }
 
 /**
- * Turns a run's events into chunks. All assistant text streams as `content` as it is
- * generated (the narration before a tool call is part of the reply; iterations are separated
- * by a blank line); thinking streams as `reasoning_content`; tool activity travels in chunks
- * with an empty delta and the event in `agentloop`. The output of a loop-breaking tool (the
- * question of `ask_question`, ...) is not streamed text, so it is sent as content at the end.
+ * Turns one run's events into OpenAI chunks; pure apart from what it remembers of the run.
+ *
+ * - Content: all assistant text streams as `delta.content` as it is generated, the narration
+ *   before a tool call included ("Let me look that up."), because an iteration's text cannot be
+ *   known to be the final answer until the model has finished it; iterations are separated by
+ *   a blank line. The non-streaming `content` is the same text, so both modes answer alike.
+ * - Thinking streams as `delta.reasoning_content` (the DeepSeek/vLLM convention).
+ * - `tool_call`, `tool_progress`, `tool_result` and non-fatal `error` events travel in chunks
+ *   with an empty delta and the event in `agentloop`.
+ * - The output of a loop-breaking tool (the question of `ask_question`, the result of
+ *   `task_completion`) was never streamed text, so it is sent as content at the end.
+ * - The end: the `turn_complete` chunk carries `finish_reason`. For the error stops
+ *   (`circuit_breaker`, `model_error`) the `turn_complete` chunk comes first and the last
+ *   chunk is the `error` event, carrying `finish_reason: "stop"` so clients that require one
+ *   still close the choice.
  */
 export class ChunkMapper {
-  private streamedText = "";
+  private text = "";
+  private thinking = "";
   private iterationHasText = false;
+  private complete: TurnComplete | undefined;
+  private error: ErrorEvent | undefined;
 
   constructor(
     private readonly id: string,
@@ -50,8 +91,8 @@ export class ChunkMapper {
 
   chunk(
     delta: Chunk["choices"][number]["delta"],
-    extra: Partial<Chunk> = {},
-    finish: string | null = null,
+    agentloop?: AgentEvent,
+    finish: Chunk["choices"][number]["finish_reason"] = null,
   ): Chunk {
     return {
       id: this.id,
@@ -59,60 +100,107 @@ export class ChunkMapper {
       created: this.created,
       model: this.model,
       choices: [{ index: 0, delta, finish_reason: finish }],
-      ...extra,
+      ...(agentloop && { agentloop }),
     };
   }
 
-  /** The chunks for one event (none for events that carry nothing for the client). */
+  /** The chunks for one event, in order; none for events that carry nothing for the client yet. */
   map(event: AgentEvent): Chunk[] {
     switch (event.type) {
       case "iteration_start":
         this.iterationHasText = false;
         return [];
       case "message_delta": {
-        const separator = !this.iterationHasText && this.streamedText !== "" ? "\n\n" : "";
+        if (event.text === "") return [];
+        const separator = !this.iterationHasText && this.text !== "" ? "\n\n" : "";
         this.iterationHasText = true;
-        this.streamedText += separator + event.text;
+        this.text += separator + event.text;
         return [this.chunk({ content: separator + event.text })];
       }
       case "thinking":
-        return [this.chunk({ reasoning_content: event.text })];
+        this.thinking += event.text;
+        return event.text === "" ? [] : [this.chunk({ reasoning_content: event.text })];
       case "message":
         return [];
       case "tool_call":
       case "tool_progress":
       case "tool_result":
+        return [this.chunk({}, event)];
       case "error":
-        return event.type === "error" ? [] : [this.chunk({}, { agentloop: event })];
+        // Held until `turn_complete` tells whether it ends the run (then it is the last chunk).
+        this.error = event;
+        return [];
       case "turn_complete":
+        this.complete = event;
         return [];
     }
   }
 
-  /** The closing chunks: any output not streamed yet, then the finish chunk carrying `turn_complete`. */
-  finish(result: RunResult, event: AgentEvent | undefined, includeUsage: boolean): Chunk[] {
+  /** The closing chunks: output not streamed yet, the end of the run, then usage when asked. */
+  finish(result: RunResult, includeUsage: boolean): Chunk[] {
     const chunks: Chunk[] = [];
-    if (result.output !== "" && !this.streamedText.endsWith(result.output)) {
-      const separator = this.streamedText === "" ? "" : "\n\n";
-      chunks.push(this.chunk({ content: separator + result.output }));
-    }
+    const tail = this.tail(result);
+    if (tail !== "") chunks.push(this.chunk({ content: tail }));
+    const complete = this.turnComplete(result);
     const reason = finishReason(result.stopReason);
     if (reason === undefined) {
-      const error = {
-        type: "error" as const,
-        message: result.error?.message ?? result.stopReason,
+      const error: ErrorEvent = this.error ?? {
+        type: "error",
+        message: result.error?.message ?? `The run stopped: ${result.stopReason}.`,
         code: result.error?.code ?? result.stopReason,
       };
-      chunks.push(this.chunk({}, { agentloop: error }, "stop"));
+      chunks.push(this.chunk({}, complete), this.chunk({}, error, "stop"));
     } else {
-      chunks.push(this.chunk({}, event ? { agentloop: event } : {}, reason));
+      if (this.error) chunks.push(this.chunk({}, this.error));
+      chunks.push(this.chunk({}, complete, reason));
     }
     if (includeUsage) chunks.push({ ...this.chunk({}), choices: [], usage: wireUsage(result.usage) });
     return chunks;
   }
 
-  /** Whether anything reached the client yet. */
-  get started(): boolean {
-    return this.streamedText !== "";
+  /**
+   * The non-streaming answer of a run that did not end on an error stop, with the same content
+   * the stream would have sent. Call after every event was mapped.
+   */
+  completion(result: RunResult, reason: "stop" | "length"): Completion {
+    return {
+      id: this.id,
+      object: "chat.completion",
+      created: this.created,
+      model: this.model,
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: "assistant",
+            content: this.text + this.tail(result),
+            refusal: null,
+            ...(this.thinking !== "" && { reasoning_content: this.thinking }),
+          },
+          finish_reason: reason,
+          logprobs: null,
+        },
+      ],
+      usage: wireUsage(result.usage),
+      agentloop: this.turnComplete(result),
+    };
+  }
+
+  /** The run's output when it was not streamed as text (a loop-breaking tool's), with its separator. */
+  private tail(result: RunResult): string {
+    if (result.output === "" || this.text.endsWith(result.output)) return "";
+    return (this.text === "" ? "" : "\n\n") + result.output;
+  }
+
+  private turnComplete(result: RunResult): TurnComplete {
+    return (
+      this.complete ?? {
+        type: "turn_complete",
+        stopReason: result.stopReason,
+        iterations: result.iterations,
+        output: result.output,
+        usage: result.usage,
+      }
+    );
   }
 }

@@ -1,37 +1,77 @@
 import type { RunResult } from "../core/events.js";
 
-/** Counters of the server, rendered in the Prometheus text format at `GET /metrics`. */
+/** A Prometheus histogram: cumulative buckets, sum and count. */
+class Histogram {
+  private readonly counts: number[];
+  private sum = 0;
+  private count = 0;
+
+  constructor(private readonly bounds: readonly number[]) {
+    this.counts = bounds.map(() => 0);
+  }
+
+  observe(value: number): void {
+    this.sum += value;
+    this.count++;
+    this.bounds.forEach((le, i) => {
+      if (value <= le) this.counts[i] = (this.counts[i] ?? 0) + 1;
+    });
+  }
+
+  lines(name: string): string[] {
+    return [
+      ...this.bounds.map((le, i) => `${name}_bucket{le="${le}"} ${this.counts[i]}`),
+      `${name}_bucket{le="+Inf"} ${this.count}`,
+      `${name}_sum ${this.sum}`,
+      `${name}_count ${this.count}`,
+    ];
+  }
+}
+
+/** Escapes a label value of the text format. */
+const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+
+/**
+ * The server's counters, rendered in the Prometheus text format (version 0.0.4) at
+ * `GET /metrics`: runs by model and stop reason, iterations per run, tool calls and errors,
+ * model call latency, chat requests by status, and requests in flight.
+ */
 export class Metrics {
-  private readonly stops = new Map<string, number>();
-  private runs = 0;
-  private iterations = 0;
+  private readonly runs = new Map<string, number>();
+  private readonly responses = new Map<number, number>();
+  private readonly iterations = new Histogram([1, 2, 3, 5, 10, 20, 50, 100]);
+  private readonly modelLatency = new Histogram([0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]);
   private toolCalls = 0;
   private toolErrors = 0;
-  private modelCalls = 0;
-  private modelSeconds = 0;
-  inFlight = 0;
 
-  record(result: RunResult): void {
-    this.runs++;
-    this.stops.set(result.stopReason, (this.stops.get(result.stopReason) ?? 0) + 1);
-    this.iterations += result.iterations;
+  /** @param inFlight reads the number of chat requests being answered now. */
+  constructor(private readonly inFlight: () => number = () => 0) {}
+
+  /** Records a finished run of the agent served as `model`. */
+  record(model: string, result: RunResult): void {
+    const key = `model="${label(model)}",stop_reason="${result.stopReason}"`;
+    this.runs.set(key, (this.runs.get(key) ?? 0) + 1);
+    this.iterations.observe(result.iterations);
     for (const step of result.steps) {
       this.toolCalls += step.toolCalls;
       this.toolErrors += step.toolErrors;
-      this.modelCalls++;
-      this.modelSeconds += step.modelMs / 1000;
+      this.modelLatency.observe(step.modelMs / 1000);
     }
+  }
+
+  /** Records the status of a chat completion response (200 once a stream has started). */
+  response(status: number): void {
+    this.responses.set(status, (this.responses.get(status) ?? 0) + 1);
   }
 
   render(): string {
     const lines = [
-      "# HELP agentloop_runs_total Runs finished, by stop reason.",
+      "# HELP agentloop_runs_total Runs finished, by model and stop reason.",
       "# TYPE agentloop_runs_total counter",
-      ...[...this.stops].map(([reason, n]) => `agentloop_runs_total{stop_reason="${reason}"} ${n}`),
+      ...[...this.runs].map(([labels, n]) => `agentloop_runs_total{${labels}} ${n}`),
       "# HELP agentloop_run_iterations Model calls per run.",
-      "# TYPE agentloop_run_iterations summary",
-      `agentloop_run_iterations_sum ${this.iterations}`,
-      `agentloop_run_iterations_count ${this.runs}`,
+      "# TYPE agentloop_run_iterations histogram",
+      ...this.iterations.lines("agentloop_run_iterations"),
       "# HELP agentloop_tool_calls_total Tool calls made.",
       "# TYPE agentloop_tool_calls_total counter",
       `agentloop_tool_calls_total ${this.toolCalls}`,
@@ -39,12 +79,14 @@ export class Metrics {
       "# TYPE agentloop_tool_errors_total counter",
       `agentloop_tool_errors_total ${this.toolErrors}`,
       "# HELP agentloop_model_latency_seconds Time of each model call until its reply was complete.",
-      "# TYPE agentloop_model_latency_seconds summary",
-      `agentloop_model_latency_seconds_sum ${this.modelSeconds}`,
-      `agentloop_model_latency_seconds_count ${this.modelCalls}`,
+      "# TYPE agentloop_model_latency_seconds histogram",
+      ...this.modelLatency.lines("agentloop_model_latency_seconds"),
+      "# HELP agentloop_chat_requests_total Chat completion requests answered, by HTTP status.",
+      "# TYPE agentloop_chat_requests_total counter",
+      ...[...this.responses].map(([status, n]) => `agentloop_chat_requests_total{status="${status}"} ${n}`),
       "# HELP agentloop_requests_in_flight Chat completion requests being answered.",
       "# TYPE agentloop_requests_in_flight gauge",
-      `agentloop_requests_in_flight ${this.inFlight}`,
+      `agentloop_requests_in_flight ${this.inFlight()}`,
     ];
     return `${lines.join("\n")}\n`;
   }
