@@ -9,6 +9,7 @@ import type { AgentEvent, RunResult } from "./events.js";
 import { runLoop } from "./loop.js";
 import type { Message } from "./messages.js";
 import type { Budget, Mode, ToolProtocol } from "./prompt.js";
+import { environmentSecrets, secretRedactor } from "./redact.js";
 
 export interface AgentOptions {
   model: Model;
@@ -58,6 +59,13 @@ export interface AgentOptions {
   maxToolResultChars?: number;
   /** Tool calls of one iteration in flight at once. Default 8. */
   toolConcurrency?: number;
+  /**
+   * Strings that must never appear in events, results or the history the model reads (API keys,
+   * tokens): each verbatim occurrence in a tool result, tool progress message or error message is
+   * replaced by `[REDACTED]`. Always added: the values of `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and
+   * `AGENTLOOP_API_KEY` in the environment when the agent is created.
+   */
+  secrets?: readonly string[];
   /** Called with every event of every run before it is yielded. A throw propagates out of the run. */
   onEvent?: (event: AgentEvent) => void;
 }
@@ -104,6 +112,7 @@ export class Agent {
   private readonly model: Model;
   private readonly price: ModelPrice | undefined;
   private readonly context: ContextManager;
+  private readonly redact: ((text: string) => string) | undefined;
 
   constructor(options: AgentOptions) {
     const maxIterations = options.maxIterations ?? DEFAULTS.maxIterations;
@@ -128,6 +137,7 @@ export class Agent {
       ...(options.contextStrategy !== undefined && { strategy: options.contextStrategy }),
       summarizer: options.summarizer ?? options.model,
     });
+    this.redact = secretRedactor([...environmentSecrets(), ...(options.secrets ?? [])]);
     this.price = priceOf(options.model.id, { ...DEFAULT_PRICES, ...options.prices });
     this.checkBudget(options.budget ?? {});
   }
@@ -180,6 +190,7 @@ export class Agent {
       budget,
       context: this.context,
       ...(this.price && { price: this.price }),
+      ...(this.redact && { redact: this.redact }),
       signal: active.length === 1 ? (active[0] as AbortSignal) : AbortSignal.any(active),
     });
     // No wrapper unless someone observes: every layer of async generator costs each event a few microtasks.

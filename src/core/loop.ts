@@ -40,6 +40,8 @@ export interface LoopOptions {
   context?: ContextManager;
   /** The model's price, to count cost; required for a cost budget. */
   price?: ModelPrice;
+  /** Removes configured secrets from tool results, progress messages and error messages. */
+  redact?: (text: string) => string;
   signal: AbortSignal;
 }
 
@@ -69,8 +71,9 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
 
   function* finish(
     stopReason: StopReason,
-    error?: { message: string; code: string },
+    cause?: { message: string; code: string },
   ): Generator<AgentEvent, RunResult> {
+    const error = cause && options.redact ? { ...cause, message: options.redact(cause.message) } : cause;
     if (error) yield { type: "error", message: error.message, code: error.code };
     yield { type: "turn_complete", stopReason, iterations, output, usage: { ...usage } };
     return { output, stopReason, iterations, messages: history, usage, steps, ...(error && { error }) };
@@ -161,6 +164,7 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
       concurrency: options.toolConcurrency,
       timeoutMs: options.toolTimeoutMs,
       maxResultChars: options.maxToolResultChars,
+      ...(options.redact && { redact: options.redact }),
     });
     for await (const update of execution) {
       const { id, name } = toolCalls[update.index] as (typeof toolCalls)[number];

@@ -38,6 +38,8 @@ export interface ExecuteOptions {
   concurrency: number;
   timeoutMs: number;
   maxResultChars: number;
+  /** Removes secrets from a result (and from progress messages) before anything else sees or cuts it. */
+  redact?: (text: string) => string;
 }
 
 /** Looks up, parses and validates one call. Never throws. */
@@ -99,7 +101,14 @@ export async function* executeCalls(
   let slotFreed: (() => void) | undefined;
   const start = (prepared: PreparedCall) => {
     running++;
-    const onProgress = (p: ToolProgress) => report({ ...p, type: "progress", index: prepared.index });
+    const { redact } = options;
+    const onProgress = (p: ToolProgress) =>
+      report({
+        ...p,
+        ...(redact && p.message !== undefined && { message: redact(p.message) }),
+        type: "progress",
+        index: prepared.index,
+      });
     void runOne(prepared, options, onProgress).then((outcome) => {
       running--;
       slotFreed?.();
@@ -199,6 +208,8 @@ async function runOne(
     clearTimeout(timer);
     options.signal.removeEventListener("abort", onAbort);
   }
+  // Before truncation, so a secret cut at the limit cannot leave a visible prefix.
+  if (options.redact) content = options.redact(content);
   content = truncate(content, options.maxResultChars);
   // A failed call never ends the loop unless a predicate says so: the model should retry.
   const breaks = tool.loopBreaking;
