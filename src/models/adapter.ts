@@ -31,6 +31,12 @@ export interface ModelReply {
   /** The provider's signature of the thinking, when it sends one (Anthropic). */
   thinkingSignature?: string;
   toolCalls: ToolCall[];
+  /**
+   * Set when the model declined to answer: the refusal text (OpenAI's `refusal`; for Anthropic's
+   * `stop_reason: "refusal"`, its `stop_details.explanation`, else the text so far, else a generic
+   * line). `content` then holds only answer text, often none.
+   */
+  refusal?: string;
   /** The provider's finish reason as sent ("stop", "tool_calls", "length", ...). */
   finishReason: string;
   usage: Usage;

@@ -19,7 +19,10 @@ import type { ModelEvent, ModelReply } from "./adapter.js";
  * a whole call in one delta (Ollama, vLLM), and Ollama's whole calls with neither `index` nor `id`
  * (several in one chunk, or one after another: a named delta after a call with complete JSON
  * arguments starts a new call); `content: null` (vLLM, llama.cpp server); extra fields such as
- * llama.cpp's `timings` or vLLM's `stop_reason` are ignored. Only choice 0 is read. Tool calls keep
+ * llama.cpp's `timings` or vLLM's `stop_reason` are ignored; `content` as a list of typed parts
+ * (Mistral, Magistral: `{"type":"text","text"}` is text, `{"type":"thinking","thinking":[{"type":"text",
+ * "text"}]}` is reasoning, other parts are skipped); a `refusal` (OpenAI) is kept apart from the
+ * content, as `ModelReply.refusal`. Only choice 0 is read. Tool calls keep
  * their order of first appearance; a call that never got an id gets `call_<n>` (n = its position).
  */
 
@@ -63,6 +66,30 @@ function reasoningText(o: Json): string {
   return str(o.reasoning_content) || str(o.reasoning) || "";
 }
 
+/** Text and reasoning of a `content` that is a string, or a list of typed parts (Mistral). */
+function contentOf(content: unknown): { text: string; thinking: string } {
+  if (typeof content === "string") return { text: content, thinking: "" };
+  let text = "";
+  let thinking = "";
+  if (Array.isArray(content)) {
+    for (const part of content) {
+      if (!isObject(part)) continue;
+      if (part.type === "text") text += str(part.text) ?? "";
+      else if (part.type === "thinking") thinking += partsText(part.thinking);
+    }
+  }
+  return { text, thinking };
+}
+
+/** A thinking part's text: a string, or a list of `{"type":"text","text"}` parts. */
+function partsText(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (!Array.isArray(value)) return "";
+  let text = "";
+  for (const part of value) if (isObject(part) && part.type === "text") text += str(part.text) ?? "";
+  return text;
+}
+
 function choiceZero(chunk: Json): Json | undefined {
   if (!Array.isArray(chunk.choices)) return undefined;
   const choices = chunk.choices.filter(isObject);
@@ -72,6 +99,7 @@ function choiceZero(chunk: Json): Json | undefined {
 export class ChatStreamAssembler {
   private content = "";
   private thinking = "";
+  private refusal = "";
   private finishReason: string | undefined;
   private usage: Usage | undefined;
   /** A usage report arrived in a chunk without choices (the last chunk of an OpenAI stream). */
@@ -96,17 +124,20 @@ export class ChatStreamAssembler {
     if (!choice) return [];
     const events: ModelEvent[] = [];
     const delta = isObject(choice.delta) ? choice.delta : isObject(choice.message) ? choice.message : {};
-    const reasoning = reasoningText(delta);
+    // Typed parts (Mistral) only allocate when they come.
+    const parts = Array.isArray(delta.content) ? contentOf(delta.content) : undefined;
+    const reasoning = parts ? reasoningText(delta) + parts.thinking : reasoningText(delta);
     if (reasoning) {
       this.thinking += reasoning;
       events.push({ type: "thinking_delta", text: reasoning });
     }
-    // A refusal is the visible answer of a model that declined; treat it as text.
-    const text = (str(delta.content) ?? "") + (str(delta.refusal) ?? "");
+    const text = parts ? parts.text : str(delta.content);
     if (text) {
       this.content += text;
       events.push({ type: "text_delta", text });
     }
+    const refusal = str(delta.refusal);
+    if (refusal) this.refusal += refusal;
     if (Array.isArray(delta.tool_calls)) {
       delta.tool_calls.filter(isObject).forEach((tc, i) => {
         this.addToolDelta(tc, i > 0);
@@ -175,6 +206,7 @@ export class ChatStreamAssembler {
       usage: this.usage ?? { inputTokens: 0, outputTokens: 0 },
     };
     if (this.thinking) reply.thinking = this.thinking;
+    if (this.refusal) reply.refusal = this.refusal;
     return reply;
   }
 }
@@ -198,13 +230,16 @@ export function completionToReply(body: unknown): ModelReply | undefined {
       arguments: argumentsText(fn.arguments),
     };
   });
+  const { text, thinking: typedThinking } = contentOf(message.content);
   const reply: ModelReply = {
-    content: (str(message.content) ?? "") + (str(message.refusal) ?? ""),
+    content: text,
     toolCalls,
     finishReason: str(choice.finish_reason) ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
     usage: mapUsage(body.usage) ?? { inputTokens: 0, outputTokens: 0 },
   };
-  const thinking = reasoningText(message);
+  const thinking = reasoningText(message) + typedThinking;
   if (thinking) reply.thinking = thinking;
+  const refusal = str(message.refusal);
+  if (refusal) reply.refusal = refusal;
   return reply;
 }
