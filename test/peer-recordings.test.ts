@@ -15,7 +15,14 @@ import { anthropicModel } from "../src/models/anthropic.js";
 import { openAIChatModel } from "../src/models/openai-chat.js";
 import { startFakeAnthropicServer } from "../src/testing/fake-anthropic-server.js";
 import { startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
-import { collect, deltaText, done, errorOf, fakeServerPerTest, recordedData } from "./support/model-harness.js";
+import {
+  collect,
+  deltaText,
+  done,
+  errorOf,
+  fakeServerPerTest,
+  recordedData,
+} from "./support/model-harness.js";
 import { type PeerEntry, peerEntries, peerResponse } from "./support/peer-recordings.js";
 
 /** Short text as is; long text by its length in code points, its start and its SHA-256 (hex, first 16). */
@@ -71,8 +78,7 @@ describe.skipIf(!present)("peer recordings through the adapters", () => {
   });
 
   it("responses/ (OpenAI Responses API recordings)", (ctx) =>
-    ctx.skip("no Responses API adapter yet: these recordings are for a later issue"),
-  );
+    ctx.skip("no Responses API adapter yet: these recordings are for a later issue"));
 
   for (const entry of entries) {
     const expected = EXPECTED[entry.id] ?? {};
@@ -88,7 +94,11 @@ describe.skipIf(!present)("peer recordings through the adapters", () => {
       // What streamed is what was assembled.
       expect(deltaText(events, "text_delta")).toBe(reply.content);
       expect(deltaText(events, "thinking_delta")).toBe(reply.thinking ?? "");
-      const calls = reply.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: JSON.parse(c.arguments) }));
+      const calls = reply.toolCalls.map((c) => ({
+        id: c.id,
+        name: c.name,
+        arguments: JSON.parse(c.arguments),
+      }));
       expect(calls).toEqual(expected.toolCalls ?? []);
       expect(reply.toolCalls.every((c) => c.invalid === undefined)).toBe(true);
       expect(reply.finishReason).toBe(expected.finishReason);

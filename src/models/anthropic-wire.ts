@@ -1,5 +1,12 @@
 import type Anthropic from "@anthropic-ai/sdk";
-import type { Message, ToolCall, ToolMessage, Usage } from "../core/messages.js";
+import {
+  type Message,
+  nestedTooDeep,
+  type ToolCall,
+  type ToolMessage,
+  tooDeepMessage,
+  type Usage,
+} from "../core/messages.js";
 import type { ModelEvent, ModelReply, ModelRequest } from "./adapter.js";
 import { ModelFailure } from "./model-errors.js";
 
@@ -21,8 +28,9 @@ export interface WireMessage {
   content: WireBlock[];
 }
 
-/** Parsed tool-call arguments when they are a JSON object, else `{}`. */
+/** Parsed tool-call arguments when they are a JSON object (not nested too deep to send), else `{}`. */
 function inputObject(args: string): Record<string, unknown> {
+  if (nestedTooDeep(args)) return {};
   try {
     const value: unknown = JSON.parse(args);
     return typeof value === "object" && value !== null && !Array.isArray(value)
@@ -173,6 +181,8 @@ interface Block {
   name: string;
   /** The start event's `input` as JSON, used when no `input_json_delta` carries any text. */
   startInput: string;
+  /** The start event's `input` was nested too deep to serialise. */
+  tooDeep: boolean;
   closed: boolean;
 }
 
@@ -257,7 +267,9 @@ export class AnthropicStreamAssembler {
   private start(index: number, raw: unknown): ModelEvent[] {
     const cb = isObject(raw) ? raw : {};
     const kind = cb.type === "text" || cb.type === "thinking" || cb.type === "tool_use" ? cb.type : "other";
-    const input = isObject(cb.input) && Object.keys(cb.input).length > 0 ? JSON.stringify(cb.input) : "";
+    const whole = isObject(cb.input) && Object.keys(cb.input).length > 0;
+    const tooDeep = whole && nestedTooDeep(cb.input);
+    const input = whole && !tooDeep ? JSON.stringify(cb.input) : "";
     const block: Block = {
       kind,
       text: "",
@@ -265,6 +277,7 @@ export class AnthropicStreamAssembler {
       id: str(cb.id) ?? "",
       name: str(cb.name) ?? "",
       startInput: input,
+      tooDeep,
       closed: false,
     };
     this.blocks.set(index, block);
@@ -318,7 +331,9 @@ export class AnthropicStreamAssembler {
   private toolCall(block: Block, position: number): ToolCall {
     const args = block.text.trim() ? block.text : block.startInput || "{}";
     const call: ToolCall = { id: block.id || `toolu_${position}`, name: block.name, arguments: args };
-    if (this.stopReason === "max_tokens" && (!block.closed || !isJson(args))) call.invalid = CUT_OFF_REASON;
+    if (block.tooDeep && !block.text.trim()) call.invalid = tooDeepMessage(call.name);
+    else if (this.stopReason === "max_tokens" && (!block.closed || !isJson(args)))
+      call.invalid = CUT_OFF_REASON;
     else if (!block.closed) call.invalid = UNCLOSED_REASON;
     return call;
   }
@@ -343,7 +358,8 @@ export class AnthropicStreamAssembler {
     const thinking = thinkingBlocks.map((b) => b.text).join("");
     if (thinking) reply.thinking = thinking;
     if (this.stopReason === "refusal") {
-      reply.refusal = this.explanation || reply.content || "The model declined to answer (stop_reason: refusal).";
+      reply.refusal =
+        this.explanation || reply.content || "The model declined to answer (stop_reason: refusal).";
     }
     const signed = thinkingBlocks.filter((b) => b.signature);
     if (thinkingBlocks.length === 1 && signed[0]) reply.thinkingSignature = signed[0].signature;

@@ -1,4 +1,4 @@
-import type { Usage } from "../core/messages.js";
+import { nestedTooDeep, type ToolCall, tooDeepMessage, type Usage } from "../core/messages.js";
 import type { ModelEvent, ModelReply } from "./adapter.js";
 
 /**
@@ -32,6 +32,8 @@ interface PendingCall {
   id: string;
   name: string;
   arguments: string;
+  /** Object arguments nested too deep to serialise: the call becomes an error result. */
+  tooDeep?: boolean;
 }
 
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -54,11 +56,14 @@ export function mapUsage(raw: unknown): Usage | undefined {
   return usage;
 }
 
-/** Tool-call arguments as text: strings as sent, objects (Ollama style) serialised. */
-function argumentsText(v: unknown): string {
+/**
+ * Tool-call arguments as text: strings as sent, objects (Ollama style) serialised; `undefined` for
+ * an object nested too deep to serialise (see `nestedTooDeep`).
+ */
+function argumentsText(v: unknown): string | undefined {
   if (typeof v === "string") return v;
   if (v === undefined || v === null) return "";
-  return JSON.stringify(v);
+  return nestedTooDeep(v) ? undefined : JSON.stringify(v);
 }
 
 /** Reasoning text of a delta or message: `reasoning_content` (DeepSeek, vLLM) or `reasoning` (groq, Ollama, OpenRouter). */
@@ -88,6 +93,12 @@ function partsText(value: unknown): string {
   let text = "";
   for (const part of value) if (isObject(part) && part.type === "text") text += str(part.text) ?? "";
   return text;
+}
+
+function toolCall(id: string, name: string, args: string, tooDeep: boolean): ToolCall {
+  return tooDeep
+    ? { id, name, arguments: args, invalid: tooDeepMessage(name) }
+    : { id, name, arguments: args };
 }
 
 function choiceZero(chunk: Json): Json | undefined {
@@ -154,7 +165,8 @@ export class ChatStreamAssembler {
     const index = num(tc.index);
     const fn = isObject(tc.function) ? tc.function : {};
     const name = str(fn.name) ?? "";
-    const args = argumentsText(fn.arguments);
+    const text = argumentsText(fn.arguments);
+    const args = text ?? "";
     let target = id === undefined ? undefined : this.calls.find((c) => c.id === id);
     if (!target) {
       const base = index === undefined ? this.indexless(name) : this.byIndex.get(index);
@@ -162,13 +174,14 @@ export class ChatStreamAssembler {
       if (base && (id === undefined || base.id === "") && !(sibling && index === undefined)) target = base;
     }
     if (!target) {
-      if (id === undefined && !name && !args) return; // nothing to start a call with
+      if (id === undefined && !name && text === "") return; // nothing to start a call with
       target = { id: "", name: "", arguments: "" };
       this.calls.push(target);
     }
     if (id !== undefined && target.id === "") target.id = id;
     if (name && !target.name) target.name = name;
     target.arguments += args;
+    if (text === undefined) target.tooDeep = true;
     if (index !== undefined) this.byIndex.set(index, target);
     this.current = target;
   }
@@ -198,7 +211,7 @@ export class ChatStreamAssembler {
   reply(): ModelReply {
     const toolCalls = this.calls
       .filter((c) => c.id || c.name || c.arguments)
-      .map((c, i) => ({ id: c.id || `call_${i}`, name: c.name, arguments: c.arguments }));
+      .map((c, i) => toolCall(c.id || `call_${i}`, c.name, c.arguments, c.tooDeep === true));
     const reply: ModelReply = {
       content: this.content,
       toolCalls,
@@ -224,11 +237,8 @@ export function completionToReply(body: unknown): ModelReply | undefined {
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   const toolCalls = calls.map((tc, i) => {
     const fn = isObject(tc.function) ? tc.function : {};
-    return {
-      id: str(tc.id) || `call_${i}`,
-      name: str(fn.name) ?? "",
-      arguments: argumentsText(fn.arguments),
-    };
+    const args = argumentsText(fn.arguments);
+    return toolCall(str(tc.id) || `call_${i}`, str(fn.name) ?? "", args ?? "", args === undefined);
   });
   const { text, thinking: typedThinking } = contentOf(message.content);
   const reply: ModelReply = {

@@ -48,7 +48,9 @@ export function peerResponse(entry: PeerEntry): { status: number; contentType: s
     }
     body =
       entry.protocol === "anthropic"
-        ? lines.map((line) => `event: ${(JSON.parse(line) as { type: string }).type}\ndata: ${line}\n\n`).join("")
+        ? lines
+            .map((line) => `event: ${(JSON.parse(line) as { type: string }).type}\ndata: ${line}\n\n`)
+            .join("")
         : `${lines.map((line) => `data: ${line}\n\n`).join("")}data: [DONE]\n\n`;
   } else if (/byte for byte/.test(framing)) {
     body = text;
