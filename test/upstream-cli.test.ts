@@ -6,6 +6,7 @@
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { startFakeAnthropicServer } from "../src/testing/fake-anthropic-server.js";
+import { startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { runCli } from "./helpers.js";
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -81,4 +82,25 @@ it("keeps the Anthropic SDK's per-request deprecation notice off stderr", async 
   const run = await runCli(args, { env: { ANTHROPIC_API_KEY: "sk-ant-test" } });
   expect(run).toEqual({ code: 0, stdout: "Hello.\n", stderr: "" });
   expect(server.requests[0]?.body.model).toBe("claude-sonnet-4-5");
+});
+
+it("--cost-budget works for a local model without a price: it costs nothing", async () => {
+  const server = await startFakeOpenAIServer({ respond: [{ text: "Local answer." }] });
+  cleanups.push(() => server.close());
+  const args = [
+    "run",
+    "--model",
+    "llama3.2",
+    "--cost-budget",
+    "0.01",
+    "--base-url",
+    server.url,
+    "--json",
+    "hi",
+  ];
+  const run = await runCli(args, {});
+  expect(run.code).toBe(0);
+  const last = JSON.parse(run.stdout.trim().split("\n").at(-1) ?? "{}");
+  expect(last).toMatchObject({ type: "turn_complete", stopReason: "final_answer", output: "Local answer." });
+  expect(last.usage.costUsd).toBe(0);
 });

@@ -7,6 +7,7 @@ import Anthropic, {
 import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
 import { AnthropicStreamAssembler, toAnthropicRequestBody } from "./anthropic-wire.js";
 import { classifyError, type ModelErrorContext, ModelFailure, type SdkError } from "./model-errors.js";
+import { FREE, isLocalURL } from "./pricing.js";
 import {
   clientError,
   DEFAULT_IDLE_TIMEOUT_MS,
@@ -108,7 +109,8 @@ export function toAnthropicModelError(error: unknown, ctx: AnthropicErrorContext
  * described at `retryPartialStreams`), or is not an event stream, `invalid_response` (malformed
  * JSON, an HTML page), `missing_api_key`, `invalid_config`). Error messages are one line, never
  * contain the API key, and summarise an HTML error page by its title. Breaking out of the
- * iteration cancels the request.
+ * iteration cancels the request. A model at a local base URL (this machine or a private network)
+ * has `price` `FREE`; the Agent's `prices` override it.
  */
 export function anthropicModel(options: AnthropicModelOptions): Model {
   let client = options.client;
@@ -182,8 +184,10 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
     });
   }
 
+  const baseURL = options.client?.baseURL ?? options.baseURL ?? process.env.ANTHROPIC_BASE_URL?.trim();
   return {
     id: options.model,
+    ...(isLocalURL(baseURL) && { price: FREE }),
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       const timeoutMs = options.timeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;

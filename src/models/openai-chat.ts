@@ -17,6 +17,7 @@ import {
   type SdkError,
 } from "./model-errors.js";
 import { defaultSystemRole, toChatRequestBody } from "./openai-wire.js";
+import { FREE, isLocalURL } from "./pricing.js";
 import {
   clientError,
   DEFAULT_IDLE_TIMEOUT_MS,
@@ -166,7 +167,8 @@ function createClient(options: OpenAIChatModelOptions): OpenAI {
  * `missing_api_key`, `invalid_config`). Error messages are one line, never contain the API key, and
  * summarise an HTML error page by its title. Breaking out of the iteration cancels the request.
  * Non-streaming mode yields a thinking_delta (when the reply has reasoning), a text_delta (when it
- * has content), then `done`.
+ * has content), then `done`. A model at a local base URL (this machine or a private network) has
+ * `price` `FREE`, so cost budgets work without a price; the Agent's `prices` override it.
  */
 export function openAIChatModel(options: OpenAIChatModelOptions): Model {
   const streaming = options.stream ?? true;
@@ -239,8 +241,10 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
     });
   }
 
+  const baseURL = options.client?.baseURL ?? options.baseURL ?? process.env.OPENAI_BASE_URL?.trim();
   return {
     id: options.model,
+    ...(isLocalURL(baseURL) && { price: FREE }),
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       // Non-streaming answers send their headers only once the whole reply is written.

@@ -52,6 +52,7 @@ export function xmlToolProtocol(inner: Model): Model {
   let lastId = 0;
   return {
     id: inner.id,
+    ...(inner.price && { price: inner.price }),
     async *stream(request: ModelRequest, options: { signal?: AbortSignal }): AsyncGenerator<ModelEvent> {
       try {
         // Ids continue after any xml_<n> already in the conversation, so they stay unique in it.
