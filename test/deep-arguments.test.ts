@@ -9,6 +9,7 @@ import { Agent } from "../src/core/agent.js";
 import type { AgentEvent } from "../src/core/events.js";
 import { anthropicModel } from "../src/models/anthropic.js";
 import { openAIChatModel } from "../src/models/openai-chat.js";
+import { createApp } from "../src/server/index.js";
 import { startFakeAnthropicServer } from "../src/testing/fake-anthropic-server.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { defineTool } from "../src/tools/tool.js";
@@ -125,6 +126,31 @@ describe("tool arguments nested too deep", () => {
       .map((l) => JSON.parse(l) as AgentEvent);
     expect(lines.find((e) => e.type === "tool_result")).toMatchObject({ isError: true, content: TOO_DEEP });
     expect(lines.at(-1)).toMatchObject({
+      type: "turn_complete",
+      stopReason: "final_answer",
+      output: "Done.",
+    });
+  });
+
+  it("the server streams the run to its end: an error result, the answer, turn_complete, [DONE]", async () => {
+    const s = await openai([{ toolCalls: [{ name: "nest", arguments: deep(5000) }] }, { text: "Done." }]);
+    const model = openAIChatModel({ model: "gpt-4o-mini", apiKey: "sk-test", baseURL: s.url, maxRetries: 0 });
+    const { app } = createApp({ agents: { deep: new Agent({ model, tools: [nest] }) } });
+    const res = await app.fetch(
+      new Request("http://127.0.0.1/v1/chat/completions", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ stream: true, messages: [{ role: "user", content: "go" }] }),
+      }),
+    );
+    const text = await res.text();
+    expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
+    const events = [...text.matchAll(/^data: (\{.*)$/gm)].flatMap((m) => {
+      const event = (JSON.parse(m[1] as string) as { agentloop?: AgentEvent }).agentloop;
+      return event ? [event] : [];
+    });
+    expect(events.find((e) => e.type === "tool_result")).toMatchObject({ isError: true, content: TOO_DEEP });
+    expect(events.at(-1)).toMatchObject({
       type: "turn_complete",
       stopReason: "final_answer",
       output: "Done.",
