@@ -1,6 +1,6 @@
 import { type ContextManager, contextManager } from "../memory/prune.js";
 import type { Model } from "../models/adapter.js";
-import { DEFAULT_PRICES, type ModelPrice, type PriceTable, priceOf } from "../models/pricing.js";
+import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricing.js";
 import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
@@ -49,7 +49,10 @@ export interface AgentOptions {
   summarizer?: Model;
   /** Limits of every run (tokens, cost, time); a run's own `budget` overrides them field by field. */
   budget?: Budget;
-  /** Model prices (USD per million tokens) over the built-in table; used for `usage.costUsd` and cost budgets. */
+  /**
+   * Model prices (USD per million tokens), over the adapter's own (free for a local endpoint) and
+   * the built-in table; used for `usage.costUsd` and cost budgets.
+   */
   prices?: PriceTable;
   /** Model calls per run before it stops with `max_iterations`. Default 10. */
   maxIterations?: number;
@@ -138,7 +141,7 @@ export class Agent {
       summarizer: options.summarizer ?? options.model,
     });
     this.redact = secretRedactor([...environmentSecrets(), ...(options.secrets ?? [])]);
-    this.price = priceOf(options.model.id, { ...DEFAULT_PRICES, ...options.prices });
+    this.price = resolvePrice(options.model, options.prices);
     this.checkBudget(options.budget ?? {});
   }
 

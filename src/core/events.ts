@@ -17,7 +17,8 @@ export type AgentEvent =
   | { type: "iteration_start"; iteration: number }
   | { type: "thinking"; text: string }
   | { type: "message_delta"; text: string }
-  | { type: "message"; content: string }
+  /** `refusal`: set when the model declined to answer (see `RunResult.refusal`). */
+  | { type: "message"; content: string; refusal?: string }
   | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> }
   | { type: "tool_progress"; id: string; name: string; progress: number; total?: number; message?: string }
   | { type: "tool_result"; id: string; name: string; content: string; isError: boolean; durationMs: number }
@@ -38,6 +39,13 @@ export interface RunResult {
   usage: Usage;
   /** One record per model call, for metrics. */
   steps: IterationRecord[];
+  /**
+   * Set when the model declined to answer (OpenAI `refusal`, Anthropic `stop_reason: "refusal"`):
+   * the refusal text, which is then also the `output` when the reply had no other text. The stop
+   * reason stays what the loop saw (usually `final_answer`); this field is how a caller tells a
+   * refusal from an answer. Only the last reply's refusal counts.
+   */
+  refusal?: string;
   /** Set when the run ended on an error (model_error, circuit_breaker, ...). */
   error?: { message: string; code: string };
 }

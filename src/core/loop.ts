@@ -68,6 +68,7 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
   const steps: IterationRecord[] = [];
   let iterations = 0;
   let output = "";
+  let refusal: string | undefined;
 
   function* finish(
     stopReason: StopReason,
@@ -76,7 +77,10 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
     const error = cause && options.redact ? { ...cause, message: options.redact(cause.message) } : cause;
     if (error) yield { type: "error", message: error.message, code: error.code };
     yield { type: "turn_complete", stopReason, iterations, output, usage: { ...usage } };
-    return { output, stopReason, iterations, messages: history, usage, steps, ...(error && { error }) };
+    const result: RunResult = { output, stopReason, iterations, messages: history, usage, steps };
+    if (refusal !== undefined) result.refusal = refusal;
+    if (error) result.error = error;
+    return result;
   }
 
   while (true) {
@@ -132,8 +136,9 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
     if (reply.thinkingSignature) assistant.thinkingSignature = reply.thinkingSignature;
     if (toolCalls.length > 0) assistant.toolCalls = toolCalls;
     history.push(assistant);
-    output = content;
-    yield { type: "message", content };
+    refusal = reply.refusal;
+    output = content || (refusal ?? "");
+    yield refusal === undefined ? { type: "message", content } : { type: "message", content, refusal };
     const step: IterationRecord = {
       iteration: iterations,
       durationMs: modelMs,

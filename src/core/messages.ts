@@ -67,3 +67,48 @@ export function addUsage(a: Usage, b: Usage): void {
   if (b.reasoningTokens !== undefined) a.reasoningTokens = (a.reasoningTokens ?? 0) + b.reasoningTokens;
   if (b.costUsd !== undefined) a.costUsd = (a.costUsd ?? 0) + b.costUsd;
 }
+
+/**
+ * The deepest nesting of arrays and objects accepted in tool-call arguments. Deeper arguments
+ * (which no tool needs, and which overflow the stack of anything recursive, `JSON.stringify`
+ * included) never reach a tool, an event or a request: the call gets an error result instead.
+ */
+export const MAX_ARGUMENT_DEPTH = 64;
+
+/**
+ * Whether `value`, a JSON text or a parsed value, nests arrays and objects deeper than
+ * `MAX_ARGUMENT_DEPTH`. Iterative: safe at any depth; stops at the first level too deep.
+ */
+export function nestedTooDeep(value: unknown): boolean {
+  if (typeof value === "string") {
+    let depth = 0;
+    let inString = false;
+    for (let i = 0; i < value.length; i++) {
+      const c = value.charCodeAt(i);
+      if (inString) {
+        if (c === 92)
+          i++; // backslash: skip the escaped character
+        else if (c === 34) inString = false;
+      } else if (c === 34) inString = true;
+      else if (c === 123 || c === 91) {
+        if (++depth > MAX_ARGUMENT_DEPTH) return true;
+      } else if (c === 125 || c === 93) depth--;
+    }
+    return false;
+  }
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const [node, depth] = next;
+    if (typeof node !== "object" || node === null) continue;
+    if (depth > MAX_ARGUMENT_DEPTH) return true;
+    for (const child of Object.values(node)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
+}
+
+/** The error result of a call whose arguments are nested too deep (see `nestedTooDeep`). */
+export function tooDeepMessage(toolName: string): string {
+  return `The arguments of '${toolName}' are nested deeper than ${MAX_ARGUMENT_DEPTH} levels: send flatter arguments.`;
+}

@@ -1,4 +1,5 @@
 import type { Message, ToolCall, Usage } from "../core/messages.js";
+import type { ModelPrice } from "./pricing.js";
 
 /** A tool as the model sees it: a name, a description and a JSON Schema for its arguments. */
 export interface ToolSpec {
@@ -31,6 +32,12 @@ export interface ModelReply {
   /** The provider's signature of the thinking, when it sends one (Anthropic). */
   thinkingSignature?: string;
   toolCalls: ToolCall[];
+  /**
+   * Set when the model declined to answer: the refusal text (OpenAI's `refusal`; for Anthropic's
+   * `stop_reason: "refusal"`, its `stop_details.explanation`, else the text so far, else a generic
+   * line). `content` then holds only answer text, often none.
+   */
+  refusal?: string;
   /** The provider's finish reason as sent ("stop", "tool_calls", "length", ...). */
   finishReason: string;
   usage: Usage;
@@ -55,5 +62,10 @@ export interface ModelError {
 export interface Model {
   /** The model id sent to the provider, e.g. "gpt-4o-mini". */
   readonly id: string;
+  /**
+   * The adapter's own price of the model, when it knows better than the built-in table: `FREE`
+   * for an endpoint on this machine or a private network. The Agent's `prices` override it.
+   */
+  readonly price?: ModelPrice;
   stream(request: ModelRequest, options: { signal?: AbortSignal }): AsyncIterable<ModelEvent>;
 }

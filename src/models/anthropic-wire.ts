@@ -1,6 +1,14 @@
 import type Anthropic from "@anthropic-ai/sdk";
-import type { Message, ToolCall, ToolMessage, Usage } from "../core/messages.js";
+import {
+  type Message,
+  nestedTooDeep,
+  type ToolCall,
+  type ToolMessage,
+  tooDeepMessage,
+  type Usage,
+} from "../core/messages.js";
 import type { ModelEvent, ModelReply, ModelRequest } from "./adapter.js";
+import { ModelFailure } from "./model-errors.js";
 
 /**
  * The Anthropic Messages wire format both ways, pure (no I/O): runtime messages to a request body
@@ -20,8 +28,9 @@ export interface WireMessage {
   content: WireBlock[];
 }
 
-/** Parsed tool-call arguments when they are a JSON object, else `{}`. */
+/** Parsed tool-call arguments when they are a JSON object (not nested too deep to send), else `{}`. */
 function inputObject(args: string): Record<string, unknown> {
+  if (nestedTooDeep(args)) return {};
   try {
     const value: unknown = JSON.parse(args);
     return typeof value === "object" && value !== null && !Array.isArray(value)
@@ -148,8 +157,18 @@ export function toAnthropicRequestBody(
  *   reads, `outputTokens` the last (cumulative) `output_tokens`, `reasoningTokens`
  *   `output_tokens_details.thinking_tokens` when reported. `message_delta` counts override
  *   `message_start` ones (they are cumulative).
+ *   With `usage.iterations` (server-side compaction, advisor, fallback), whose top-level counts
+ *   leave the compaction pass out: `inputTokens` / `outputTokens` count every `compaction` and
+ *   `message` iteration (the executor's, billed at this model's rates) instead of the top level,
+ *   so nothing is counted twice; `advisor_message` iterations bill at the advisor model's rates
+ *   and are left out; a turn served by a `fallback_message` keeps the top level, which is that
+ *   answer's.
  * - `finishReason` is `stop_reason` as sent (`end_turn`, `tool_use`, `max_tokens`,
- *   `stop_sequence`, `pause_turn`, `refusal`, ...).
+ *   `stop_sequence`, `pause_turn`, `refusal`, ...). With `refusal`, `refusal` is set to
+ *   `stop_details.explanation`, else the text so far, else a generic line.
+ * - A `message_start` of another message while one is open (no `message_stop` yet) fails the
+ *   stream (`ModelFailure` "invalid_response"): two messages are never merged. A repeated
+ *   `message_start` of the open message is ignored.
  */
 
 type Json = Record<string, unknown>;
@@ -162,6 +181,8 @@ interface Block {
   name: string;
   /** The start event's `input` as JSON, used when no `input_json_delta` carries any text. */
   startInput: string;
+  /** The start event's `input` was nested too deep to serialise. */
+  tooDeep: boolean;
   closed: boolean;
 }
 
@@ -178,6 +199,9 @@ export class AnthropicStreamAssembler {
   /** Blocks in order of their `index` (content_block_start order, which is index order). */
   private readonly blocks = new Map<number, Block>();
   private stopReason: string | undefined;
+  private explanation: string | undefined;
+  /** The id of the open message (`message_start` seen, `message_stop` not yet), when one is open. */
+  private open: string | undefined;
   private stopped = false;
   private input = 0;
   private cacheCreation = 0;
@@ -189,9 +213,21 @@ export class AnthropicStreamAssembler {
   push(event: unknown): ModelEvent[] {
     if (!isObject(event)) return [];
     switch (event.type) {
-      case "message_start":
-        if (isObject(event.message)) this.addUsage(event.message.usage);
+      case "message_start": {
+        const message = isObject(event.message) ? event.message : {};
+        const id = str(message.id) ?? "";
+        if (this.open !== undefined) {
+          if (id === this.open) return []; // the same message announced twice
+          throw new ModelFailure(
+            "invalid_response",
+            `Model API stream started message '${id || "(no id)"}' while '${this.open || "(no id)"}' was still open`,
+            true,
+          );
+        }
+        this.open = id;
+        this.addUsage(message.usage);
         return [];
+      }
       case "content_block_start":
         return this.start(num(event.index) ?? this.blocks.size, event.content_block);
       case "content_block_delta":
@@ -202,11 +238,16 @@ export class AnthropicStreamAssembler {
         return [];
       }
       case "message_delta":
-        if (isObject(event.delta)) this.stopReason = str(event.delta.stop_reason) ?? this.stopReason;
+        if (isObject(event.delta)) {
+          this.stopReason = str(event.delta.stop_reason) ?? this.stopReason;
+          const details = event.delta.stop_details;
+          if (isObject(details)) this.explanation = str(details.explanation) ?? this.explanation;
+        }
         this.addUsage(event.usage);
         return [];
       case "message_stop":
         this.stopped = true;
+        this.open = undefined;
         return [];
       default:
         return [];
@@ -226,7 +267,9 @@ export class AnthropicStreamAssembler {
   private start(index: number, raw: unknown): ModelEvent[] {
     const cb = isObject(raw) ? raw : {};
     const kind = cb.type === "text" || cb.type === "thinking" || cb.type === "tool_use" ? cb.type : "other";
-    const input = isObject(cb.input) && Object.keys(cb.input).length > 0 ? JSON.stringify(cb.input) : "";
+    const whole = isObject(cb.input) && Object.keys(cb.input).length > 0;
+    const tooDeep = whole && nestedTooDeep(cb.input);
+    const input = whole && !tooDeep ? JSON.stringify(cb.input) : "";
     const block: Block = {
       kind,
       text: "",
@@ -234,6 +277,7 @@ export class AnthropicStreamAssembler {
       id: str(cb.id) ?? "",
       name: str(cb.name) ?? "",
       startInput: input,
+      tooDeep,
       closed: false,
     };
     this.blocks.set(index, block);
@@ -274,10 +318,11 @@ export class AnthropicStreamAssembler {
 
   private addUsage(raw: unknown): void {
     if (!isObject(raw)) return;
-    this.input = num(raw.input_tokens) ?? this.input;
+    const executor = executorTotals(raw.iterations);
+    this.input = executor?.input ?? num(raw.input_tokens) ?? this.input;
     this.cacheCreation = num(raw.cache_creation_input_tokens) ?? this.cacheCreation;
     this.cacheRead = num(raw.cache_read_input_tokens) ?? this.cacheRead;
-    this.output = num(raw.output_tokens) ?? this.output;
+    this.output = executor?.output ?? num(raw.output_tokens) ?? this.output;
     const details = raw.output_tokens_details;
     if (isObject(details)) this.thinkingTokens = num(details.thinking_tokens) ?? this.thinkingTokens;
   }
@@ -286,7 +331,9 @@ export class AnthropicStreamAssembler {
   private toolCall(block: Block, position: number): ToolCall {
     const args = block.text.trim() ? block.text : block.startInput || "{}";
     const call: ToolCall = { id: block.id || `toolu_${position}`, name: block.name, arguments: args };
-    if (this.stopReason === "max_tokens" && (!block.closed || !isJson(args))) call.invalid = CUT_OFF_REASON;
+    if (block.tooDeep && !block.text.trim()) call.invalid = tooDeepMessage(call.name);
+    else if (this.stopReason === "max_tokens" && (!block.closed || !isJson(args)))
+      call.invalid = CUT_OFF_REASON;
     else if (!block.closed) call.invalid = UNCLOSED_REASON;
     return call;
   }
@@ -310,10 +357,35 @@ export class AnthropicStreamAssembler {
     };
     const thinking = thinkingBlocks.map((b) => b.text).join("");
     if (thinking) reply.thinking = thinking;
+    if (this.stopReason === "refusal") {
+      reply.refusal =
+        this.explanation || reply.content || "The model declined to answer (stop_reason: refusal).";
+    }
     const signed = thinkingBlocks.filter((b) => b.signature);
     if (thinkingBlocks.length === 1 && signed[0]) reply.thinkingSignature = signed[0].signature;
     return reply;
   }
+}
+
+/**
+ * The input and output tokens of the executor's iterations (`compaction` and `message`) when
+ * `usage.iterations` lists them and no `fallback_message` served the turn; else `undefined` (the
+ * top-level counts stand).
+ */
+function executorTotals(iterations: unknown): { input: number; output: number } | undefined {
+  if (!Array.isArray(iterations)) return undefined;
+  let input = 0;
+  let output = 0;
+  let counted = false;
+  for (const it of iterations) {
+    if (!isObject(it)) continue;
+    if (it.type === "fallback_message") return undefined;
+    if (it.type !== "compaction" && it.type !== "message") continue;
+    input += num(it.input_tokens) ?? 0;
+    output += num(it.output_tokens) ?? 0;
+    counted = true;
+  }
+  return counted ? { input, output } : undefined;
 }
 
 function isJson(text: string): boolean {

@@ -1,7 +1,7 @@
 /**
  * The Anthropic adapter over real HTTP against every recorded Anthropic stream in
- * test/fixtures/llm-streams (copied from /work/shared/fixtures/llm-streams; provenance and the
- * expected results are in SOURCES.md there). Skipped when the folder is missing.
+ * ../shared/fixtures/llm-streams (provenance and the expected results are in SOURCES.md there).
+ * Skipped, saying so, when that folder is absent.
  */
 import { readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
@@ -13,14 +13,14 @@ import {
   FIXTURES,
   fakeServerPerTest,
   fixture,
-  haveFixtures,
+  recordedData,
 } from "../../test/support/model-harness.js";
 import { startFakeAnthropicServer } from "../testing/fake-anthropic-server.js";
 import type { ModelEvent, ModelReply } from "./adapter.js";
 import { anthropicModel } from "./anthropic.js";
 import { CUT_OFF_REASON } from "./anthropic-wire.js";
 
-if (!haveFixtures) console.warn(`Skipping the recorded-stream tests: ${FIXTURES.pathname} does not exist.`);
+const haveFixtures = recordedData("llm-streams");
 const serve = fakeServerPerTest(startFakeAnthropicServer);
 
 /** Streams the fixture through the adapter and checks the contract: deltas, then exactly one terminal event. */
@@ -61,7 +61,7 @@ const STREAMS: Record<string, ModelReply> = {
 
 describe.skipIf(!haveFixtures)("anthropicModel over recorded Anthropic streams", () => {
   it("has an expectation for every Anthropic fixture", () => {
-    const files = readdirSync(FIXTURES).filter((f) => f.startsWith("anthropic-"));
+    const files = readdirSync(FIXTURES ?? "").filter((f) => f.startsWith("anthropic-"));
     expect(files.sort()).toEqual(
       [
         ...Object.keys(STREAMS),

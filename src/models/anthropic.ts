@@ -7,7 +7,14 @@ import Anthropic, {
 import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
 import { AnthropicStreamAssembler, toAnthropicRequestBody } from "./anthropic-wire.js";
 import { classifyError, type ModelErrorContext, ModelFailure, type SdkError } from "./model-errors.js";
-import { clientError, guardRequest, type RequestGuard, sdkRequestOptions } from "./request-guard.js";
+import { FREE, isLocalURL } from "./pricing.js";
+import {
+  clientError,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  guardRequest,
+  type RequestGuard,
+  sdkRequestOptions,
+} from "./request-guard.js";
 import { type OpenedStream, streamWithRetries } from "./stream-retry.js";
 
 export { AnthropicStreamAssembler, toAnthropicMessages, toAnthropicRequestBody } from "./anthropic-wire.js";
@@ -38,8 +45,9 @@ export interface AnthropicModelOptions {
    */
   maxRetries?: number;
   /**
-   * Time to the response headers per attempt (default: the client's, 10 minutes), and the longest
-   * silence between two streamed events (default 120,000 ms) after which the call ends with `timeout`.
+   * The longest wait for any byte, default 120,000 ms: for the response headers of each request
+   * (a server that accepts the connection and never answers; the client retries such a request
+   * like other timeouts) and between two streamed events. The call then ends with `timeout`.
    */
   timeoutMs?: number;
   /**
@@ -101,7 +109,8 @@ export function toAnthropicModelError(error: unknown, ctx: AnthropicErrorContext
  * described at `retryPartialStreams`), or is not an event stream, `invalid_response` (malformed
  * JSON, an HTML page), `missing_api_key`, `invalid_config`). Error messages are one line, never
  * contain the API key, and summarise an HTML error page by its title. Breaking out of the
- * iteration cancels the request.
+ * iteration cancels the request. A model at a local base URL (this machine or a private network)
+ * has `price` `FREE`; the Agent's `prices` override it.
  */
 export function anthropicModel(options: AnthropicModelOptions): Model {
   let client = options.client;
@@ -143,6 +152,7 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
       return;
     }
     guard.ctx.secrets.push(c.apiKey, c.authToken);
+    guard.ctx.baseURL = c.baseURL;
     const requestOptions = sdkRequestOptions(guard, options);
     const params = toAnthropicRequestBody(
       request,
@@ -150,7 +160,12 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
     ) as unknown as Anthropic.MessageCreateParamsStreaming;
     const sdk = c; // `c` as narrowed above, for the closure
     yield* streamWithRetries(guard, {
-      open: (): Promise<OpenedStream> => sdk.messages.create(params, requestOptions).withResponse(),
+      // Through the client's `post`, not `messages.create`: that one writes a deprecation notice
+      // to stderr (console.warn, which no logLevel silences) on every request to some models.
+      open: (): Promise<OpenedStream> =>
+        sdk
+          .post<OpenedStream["data"]>("/v1/messages", { ...requestOptions, body: params, stream: true })
+          .withResponse(),
       assembler: () => new AnthropicStreamAssembler(),
       endedEarly: (received, type) =>
         received === 0 && !type.includes("event-stream")
@@ -169,10 +184,13 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
     });
   }
 
+  const baseURL = options.client?.baseURL ?? options.baseURL ?? process.env.ANTHROPIC_BASE_URL?.trim();
   return {
     id: options.model,
+    ...(isLocalURL(baseURL) && { price: FREE }),
     stream: (request, streamOptions) => {
-      const { apiKey, headers, timeoutMs } = options;
+      const { apiKey, headers } = options;
+      const timeoutMs = options.timeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
       const guard = { credentials: [apiKey, envKey(), envToken()], headers, timeoutMs };
       return guardRequest(streamOptions?.signal, guard, toAnthropicModelError, (g) => call(request, g));
     },

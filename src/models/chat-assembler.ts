@@ -1,4 +1,4 @@
-import type { Usage } from "../core/messages.js";
+import { nestedTooDeep, type ToolCall, tooDeepMessage, type Usage } from "../core/messages.js";
 import type { ModelEvent, ModelReply } from "./adapter.js";
 
 /**
@@ -19,7 +19,10 @@ import type { ModelEvent, ModelReply } from "./adapter.js";
  * a whole call in one delta (Ollama, vLLM), and Ollama's whole calls with neither `index` nor `id`
  * (several in one chunk, or one after another: a named delta after a call with complete JSON
  * arguments starts a new call); `content: null` (vLLM, llama.cpp server); extra fields such as
- * llama.cpp's `timings` or vLLM's `stop_reason` are ignored. Only choice 0 is read. Tool calls keep
+ * llama.cpp's `timings` or vLLM's `stop_reason` are ignored; `content` as a list of typed parts
+ * (Mistral, Magistral: `{"type":"text","text"}` is text, `{"type":"thinking","thinking":[{"type":"text",
+ * "text"}]}` is reasoning, other parts are skipped); a `refusal` (OpenAI) is kept apart from the
+ * content, as `ModelReply.refusal`. Only choice 0 is read. Tool calls keep
  * their order of first appearance; a call that never got an id gets `call_<n>` (n = its position).
  */
 
@@ -29,6 +32,8 @@ interface PendingCall {
   id: string;
   name: string;
   arguments: string;
+  /** Object arguments nested too deep to serialise: the call becomes an error result. */
+  tooDeep?: boolean;
 }
 
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -51,16 +56,49 @@ export function mapUsage(raw: unknown): Usage | undefined {
   return usage;
 }
 
-/** Tool-call arguments as text: strings as sent, objects (Ollama style) serialised. */
-function argumentsText(v: unknown): string {
+/**
+ * Tool-call arguments as text: strings as sent, objects (Ollama style) serialised; `undefined` for
+ * an object nested too deep to serialise (see `nestedTooDeep`).
+ */
+function argumentsText(v: unknown): string | undefined {
   if (typeof v === "string") return v;
   if (v === undefined || v === null) return "";
-  return JSON.stringify(v);
+  return nestedTooDeep(v) ? undefined : JSON.stringify(v);
 }
 
 /** Reasoning text of a delta or message: `reasoning_content` (DeepSeek, vLLM) or `reasoning` (groq, Ollama, OpenRouter). */
 function reasoningText(o: Json): string {
   return str(o.reasoning_content) || str(o.reasoning) || "";
+}
+
+/** Text and reasoning of a `content` that is a string, or a list of typed parts (Mistral). */
+function contentOf(content: unknown): { text: string; thinking: string } {
+  if (typeof content === "string") return { text: content, thinking: "" };
+  let text = "";
+  let thinking = "";
+  if (Array.isArray(content)) {
+    for (const part of content) {
+      if (!isObject(part)) continue;
+      if (part.type === "text") text += str(part.text) ?? "";
+      else if (part.type === "thinking") thinking += partsText(part.thinking);
+    }
+  }
+  return { text, thinking };
+}
+
+/** A thinking part's text: a string, or a list of `{"type":"text","text"}` parts. */
+function partsText(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (!Array.isArray(value)) return "";
+  let text = "";
+  for (const part of value) if (isObject(part) && part.type === "text") text += str(part.text) ?? "";
+  return text;
+}
+
+function toolCall(id: string, name: string, args: string, tooDeep: boolean): ToolCall {
+  return tooDeep
+    ? { id, name, arguments: args, invalid: tooDeepMessage(name) }
+    : { id, name, arguments: args };
 }
 
 function choiceZero(chunk: Json): Json | undefined {
@@ -72,6 +110,7 @@ function choiceZero(chunk: Json): Json | undefined {
 export class ChatStreamAssembler {
   private content = "";
   private thinking = "";
+  private refusal = "";
   private finishReason: string | undefined;
   private usage: Usage | undefined;
   /** A usage report arrived in a chunk without choices (the last chunk of an OpenAI stream). */
@@ -96,17 +135,20 @@ export class ChatStreamAssembler {
     if (!choice) return [];
     const events: ModelEvent[] = [];
     const delta = isObject(choice.delta) ? choice.delta : isObject(choice.message) ? choice.message : {};
-    const reasoning = reasoningText(delta);
+    // Typed parts (Mistral) only allocate when they come.
+    const parts = Array.isArray(delta.content) ? contentOf(delta.content) : undefined;
+    const reasoning = parts ? reasoningText(delta) + parts.thinking : reasoningText(delta);
     if (reasoning) {
       this.thinking += reasoning;
       events.push({ type: "thinking_delta", text: reasoning });
     }
-    // A refusal is the visible answer of a model that declined; treat it as text.
-    const text = (str(delta.content) ?? "") + (str(delta.refusal) ?? "");
+    const text = parts ? parts.text : str(delta.content);
     if (text) {
       this.content += text;
       events.push({ type: "text_delta", text });
     }
+    const refusal = str(delta.refusal);
+    if (refusal) this.refusal += refusal;
     if (Array.isArray(delta.tool_calls)) {
       delta.tool_calls.filter(isObject).forEach((tc, i) => {
         this.addToolDelta(tc, i > 0);
@@ -123,7 +165,8 @@ export class ChatStreamAssembler {
     const index = num(tc.index);
     const fn = isObject(tc.function) ? tc.function : {};
     const name = str(fn.name) ?? "";
-    const args = argumentsText(fn.arguments);
+    const text = argumentsText(fn.arguments);
+    const args = text ?? "";
     let target = id === undefined ? undefined : this.calls.find((c) => c.id === id);
     if (!target) {
       const base = index === undefined ? this.indexless(name) : this.byIndex.get(index);
@@ -131,13 +174,14 @@ export class ChatStreamAssembler {
       if (base && (id === undefined || base.id === "") && !(sibling && index === undefined)) target = base;
     }
     if (!target) {
-      if (id === undefined && !name && !args) return; // nothing to start a call with
+      if (id === undefined && !name && text === "") return; // nothing to start a call with
       target = { id: "", name: "", arguments: "" };
       this.calls.push(target);
     }
     if (id !== undefined && target.id === "") target.id = id;
     if (name && !target.name) target.name = name;
     target.arguments += args;
+    if (text === undefined) target.tooDeep = true;
     if (index !== undefined) this.byIndex.set(index, target);
     this.current = target;
   }
@@ -167,7 +211,7 @@ export class ChatStreamAssembler {
   reply(): ModelReply {
     const toolCalls = this.calls
       .filter((c) => c.id || c.name || c.arguments)
-      .map((c, i) => ({ id: c.id || `call_${i}`, name: c.name, arguments: c.arguments }));
+      .map((c, i) => toolCall(c.id || `call_${i}`, c.name, c.arguments, c.tooDeep === true));
     const reply: ModelReply = {
       content: this.content,
       toolCalls,
@@ -175,6 +219,7 @@ export class ChatStreamAssembler {
       usage: this.usage ?? { inputTokens: 0, outputTokens: 0 },
     };
     if (this.thinking) reply.thinking = this.thinking;
+    if (this.refusal) reply.refusal = this.refusal;
     return reply;
   }
 }
@@ -192,19 +237,19 @@ export function completionToReply(body: unknown): ModelReply | undefined {
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   const toolCalls = calls.map((tc, i) => {
     const fn = isObject(tc.function) ? tc.function : {};
-    return {
-      id: str(tc.id) || `call_${i}`,
-      name: str(fn.name) ?? "",
-      arguments: argumentsText(fn.arguments),
-    };
+    const args = argumentsText(fn.arguments);
+    return toolCall(str(tc.id) || `call_${i}`, str(fn.name) ?? "", args ?? "", args === undefined);
   });
+  const { text, thinking: typedThinking } = contentOf(message.content);
   const reply: ModelReply = {
-    content: (str(message.content) ?? "") + (str(message.refusal) ?? ""),
+    content: text,
     toolCalls,
     finishReason: str(choice.finish_reason) ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
     usage: mapUsage(body.usage) ?? { inputTokens: 0, outputTokens: 0 },
   };
-  const thinking = reasoningText(message);
+  const thinking = reasoningText(message) + typedThinking;
   if (thinking) reply.thinking = thinking;
+  const refusal = str(message.refusal);
+  if (refusal) reply.refusal = refusal;
   return reply;
 }

@@ -31,6 +31,8 @@ export interface ModelErrorContext {
   timeoutMs?: number;
   /** The longest silence allowed between two streamed chunks. */
   idleTimeoutMs?: number;
+  /** The client's base URL, to name where a connection failed. */
+  baseURL?: string;
   secrets: (string | null | undefined)[];
 }
 
@@ -106,6 +108,38 @@ export function htmlTitle(html: string): string | undefined {
 }
 
 /**
+ * One line for a request that never got a response, naming the URL and the fix where the cause is
+ * known (refused, unknown host, a port fetch refuses); else the innermost cause, said once.
+ */
+function connectionMessage(raw: string, cause: { message?: string; code?: string }, baseURL?: string) {
+  const fix = "fix the base URL (--base-url)";
+  const url = shownURL(baseURL);
+  if (cause.code === "ECONNREFUSED") {
+    return `Nothing is listening at ${url} (connection refused): start the server or ${fix}.`;
+  }
+  if (cause.code === "ENOTFOUND" || cause.code === "EAI_AGAIN") {
+    return `Cannot find the host of ${url} (${cause.code}): check the host name or ${fix}.`;
+  }
+  if (cause.message === "bad port") {
+    return `Cannot connect to ${url}: fetch refuses that port (a blocked port); serve the API on another port and ${fix}.`;
+  }
+  return `Model API connection error: ${cause.message ?? raw}`;
+}
+
+/** The base URL without credentials or query (which may hold a key), or a description when unknown. */
+function shownURL(baseURL: string | undefined): string {
+  try {
+    const url = new URL(baseURL ?? "");
+    url.username = "";
+    url.password = "";
+    url.search = "";
+    return url.href.replace(/\/$/, "");
+  } catch {
+    return "the model API's URL";
+  }
+}
+
+/**
  * Classifies anything thrown during a request, in this order: the idle timer fired → `timeout`;
  * the caller aborted → `aborted`; a `ModelFailure` → its own code; the SDK's connection timeout →
  * `timeout`, connection error → `connection`; an HTTP error → `http_<status>` (an HTML error page
@@ -130,10 +164,7 @@ export function classifyError(error: unknown, ctx: ModelErrorContext, sdk?: SdkE
   if (ctx.aborted || sdk?.kind === "abort") return make("aborted", "Model request aborted");
   if (error instanceof ModelFailure) return make(error.code, error.message);
   if (sdk?.kind === "connection_timeout") return make("timeout", `Model API request timed out${after}`);
-  if (sdk?.kind === "connection") {
-    const detail = cause.message && cause.message !== raw ? `${raw} (${cause.message})` : raw;
-    return make("connection", `Model API connection error: ${detail}`);
-  }
+  if (sdk?.kind === "connection") return make("connection", connectionMessage(raw, cause, ctx.baseURL));
   if (sdk?.kind === "api") {
     if (sdk.status === undefined) return make("provider_error", `Model API error: ${sdk.detail}`);
     let detail = sdk.detail;

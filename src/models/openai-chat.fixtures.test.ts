@@ -1,7 +1,7 @@
 /**
  * The adapter over real HTTP against every OpenAI-compatible recorded stream in
- * test/fixtures/llm-streams (copied from /work/shared/fixtures/llm-streams; provenance and the
- * expected results are in SOURCES.md there). Skipped when the folder is missing.
+ * ../shared/fixtures/llm-streams (provenance and the expected results are in SOURCES.md there).
+ * Skipped, saying so, when that folder is absent.
  */
 import { readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
@@ -14,13 +14,13 @@ import {
   FIXTURES,
   fakeServerPerTest,
   fixture,
-  haveFixtures,
+  recordedData,
 } from "../../test/support/model-harness.js";
 import { startFakeOpenAIServer } from "../testing/fake-openai-server.js";
 import type { ModelReply } from "./adapter.js";
 import { type OpenAIChatModelOptions, openAIChatModel } from "./openai-chat.js";
 
-if (!haveFixtures) console.warn(`Skipping the recorded-stream tests: ${FIXTURES.pathname} does not exist.`);
+const haveFixtures = recordedData("llm-streams");
 const serve = fakeServerPerTest(startFakeOpenAIServer);
 const collect = (options: Partial<OpenAIChatModelOptions>) =>
   collectEvents(
@@ -153,7 +153,7 @@ const SPECIAL = [
 
 describe.skipIf(!haveFixtures)("openAIChatModel over recorded provider streams", () => {
   it("has an expectation for every OpenAI-compatible fixture", () => {
-    const files = readdirSync(FIXTURES).filter(
+    const files = readdirSync(FIXTURES ?? "").filter(
       (f) =>
         !f.startsWith("anthropic-") &&
         (f.endsWith(".sse.txt") || /^(openai-chat|ollama-v1)-.*\.json$/.test(f)),

@@ -17,7 +17,14 @@ import {
   type SdkError,
 } from "./model-errors.js";
 import { defaultSystemRole, toChatRequestBody } from "./openai-wire.js";
-import { clientError, guardRequest, type RequestGuard, sdkRequestOptions } from "./request-guard.js";
+import { FREE, isLocalURL } from "./pricing.js";
+import {
+  clientError,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  guardRequest,
+  type RequestGuard,
+  sdkRequestOptions,
+} from "./request-guard.js";
 import { type OpenedStream, streamWithRetries } from "./stream-retry.js";
 
 export type { ModelErrorContext } from "./model-errors.js";
@@ -73,8 +80,11 @@ export interface OpenAIChatModelOptions {
    */
   maxRetries?: number;
   /**
-   * Time to the response headers per attempt (default: the client's, 10 minutes), and the longest
-   * silence between two streamed chunks (default 120,000 ms) after which the call ends with `timeout`.
+   * The longest wait for any byte, default 120,000 ms: for the response headers of each request
+   * (a server that accepts the connection and never answers; the client retries such a request
+   * like other timeouts) and between two streamed chunks. The call then ends with `timeout`.
+   * Non-streaming requests wait for their headers as long as the client's default (10 minutes)
+   * unless this is set, since those come only with the whole reply.
    */
   timeoutMs?: number;
   /**
@@ -157,7 +167,8 @@ function createClient(options: OpenAIChatModelOptions): OpenAI {
  * `missing_api_key`, `invalid_config`). Error messages are one line, never contain the API key, and
  * summarise an HTML error page by its title. Breaking out of the iteration cancels the request.
  * Non-streaming mode yields a thinking_delta (when the reply has reasoning), a text_delta (when it
- * has content), then `done`.
+ * has content), then `done`. A model at a local base URL (this machine or a private network) has
+ * `price` `FREE`, so cost budgets work without a price; the Agent's `prices` override it.
  */
 export function openAIChatModel(options: OpenAIChatModelOptions): Model {
   const streaming = options.stream ?? true;
@@ -181,6 +192,7 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
       return;
     }
     guard.ctx.secrets.push(c.apiKey);
+    guard.ctx.baseURL = c.baseURL;
     const requestOptions = sdkRequestOptions(guard, options);
     const body = toChatRequestBody(request, {
       model: options.model,
@@ -229,10 +241,14 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
     });
   }
 
+  const baseURL = options.client?.baseURL ?? options.baseURL ?? process.env.OPENAI_BASE_URL?.trim();
   return {
     id: options.model,
+    ...(isLocalURL(baseURL) && { price: FREE }),
     stream: (request, streamOptions) => {
-      const { apiKey, headers, timeoutMs } = options;
+      const { apiKey, headers } = options;
+      // Non-streaming answers send their headers only once the whole reply is written.
+      const timeoutMs = options.timeoutMs ?? (streaming ? DEFAULT_IDLE_TIMEOUT_MS : undefined);
       const guard = { credentials: [apiKey], headers, timeoutMs };
       return guardRequest(streamOptions?.signal, guard, toModelError, (g) => call(request, g));
     },

@@ -7,7 +7,11 @@ import { type ModelErrorContext, ModelFailure, modelError } from "./model-errors
  * errors of a client that cannot be constructed.
  */
 
-/** The longest silence between two streamed chunks when `timeoutMs` is not set. */
+/**
+ * The longest wait for any byte of a streaming request when `timeoutMs` is not set: for the
+ * response headers (per request: each one the client retries waits as long again) and between
+ * two streamed chunks.
+ */
 export const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
 
 /** What `guardRequest` needs from the adapter's options. */
@@ -16,7 +20,12 @@ export interface GuardOptions {
   credentials: readonly (string | null | undefined)[];
   /** The extra headers sent: the values of those whose name looks like a credential never appear either. */
   headers?: Record<string, string>;
-  /** The adapter's `timeoutMs`: also the idle timeout when set, else `DEFAULT_IDLE_TIMEOUT_MS`. */
+  /**
+   * The wait for the response headers, per request (the SDK's `timeout`; unset: the client's
+   * default), and the idle timeout between chunks (unset: `DEFAULT_IDLE_TIMEOUT_MS`). Streaming
+   * adapters pass `timeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS`, so a server that never answers is not
+   * waited for longer than a silent stream.
+   */
   timeoutMs?: number;
 }
 
@@ -105,15 +114,16 @@ export function clientError(error: unknown, secrets: readonly (string | null | u
   return modelError("invalid_config", `Cannot create the model API client: ${detail}`, secrets);
 }
 
-/** The per-request options both SDKs take: the guard's signal; the adapter's headers, retries and timeout when set. */
+/** The per-request options both SDKs take: the guard's signal and timeout; the adapter's headers and retries when set. */
 export function sdkRequestOptions(
   guard: RequestGuard,
-  options: { headers?: Record<string, string>; maxRetries?: number; timeoutMs?: number },
+  options: { headers?: Record<string, string>; maxRetries?: number },
 ) {
+  const { timeoutMs } = guard.ctx;
   return {
     signal: guard.signal,
     ...(options.headers ? { headers: options.headers } : {}),
     ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
-    ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+    ...(timeoutMs === undefined ? {} : { timeout: timeoutMs }),
   };
 }

@@ -4,7 +4,7 @@
  * user messages. `xmlToolProtocol` wraps any Model so the loop still sees ordinary tool calls.
  */
 import { errorMessage } from "../core/errors.js";
-import type { Message, ToolCall } from "../core/messages.js";
+import { type Message, nestedTooDeep, type ToolCall, tooDeepMessage } from "../core/messages.js";
 import type { Model, ModelEvent, ModelReply, ModelRequest, ToolSpec } from "./adapter.js";
 import { type ToolBlock, XmlReplyParser } from "./xml-parser.js";
 
@@ -52,6 +52,7 @@ export function xmlToolProtocol(inner: Model): Model {
   let lastId = 0;
   return {
     id: inner.id,
+    ...(inner.price && { price: inner.price }),
     async *stream(request: ModelRequest, options: { signal?: AbortSignal }): AsyncGenerator<ModelEvent> {
       try {
         // Ids continue after any xml_<n> already in the conversation, so they stay unique in it.
@@ -153,7 +154,8 @@ function renderCall(call: ToolCall): string {
   if (call.invalid !== undefined && call.id.startsWith("xml_")) return `<tool>${call.arguments}</tool>`;
   let args: unknown = call.arguments;
   try {
-    args = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments);
+    // Arguments nested too deep to serialise again go back as the raw text, like invalid JSON.
+    if (!nestedTooDeep(call.arguments)) args = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments);
   } catch {
     // Not JSON: sent as the raw text.
   }
@@ -208,6 +210,7 @@ export function readToolBlock(block: ToolBlock): BlockCall {
       name,
     );
   }
+  if (nestedTooDeep(args)) return invalid(tooDeepMessage(name.trim()), name.trim());
   return { name: name.trim(), arguments: JSON.stringify(args) };
 }
 

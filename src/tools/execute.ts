@@ -1,5 +1,5 @@
 import { errorMessage } from "../core/errors.js";
-import type { ToolCall } from "../core/messages.js";
+import { nestedTooDeep, type ToolCall, tooDeepMessage } from "../core/messages.js";
 import type { Tool, ToolProgress } from "./tool.js";
 
 /** A tool call after look-up, JSON parsing and validation (stage 1 of 3). */
@@ -42,10 +42,17 @@ export interface ExecuteOptions {
   redact?: (text: string) => string;
 }
 
-/** Looks up, parses and validates one call. Never throws. */
+/**
+ * Looks up, parses and validates one call. Never throws. Arguments nested deeper than
+ * `MAX_ARGUMENT_DEPTH` (core/messages.ts) are an error, and `arguments` is then `{}`, so no event carries them.
+ */
 export function prepareCall(call: ToolCall, index: number, tools: ReadonlyMap<string, Tool>): PreparedCall {
   const tool = tools.get(call.name);
   if (call.invalid !== undefined) return { index, call, arguments: {}, error: call.invalid };
+  // Checked on the text, before anything parses, validates or serialises the arguments.
+  if (nestedTooDeep(call.arguments)) {
+    return { index, call, arguments: {}, ...(tool && { tool }), error: tooDeepMessage(call.name) };
+  }
   let parsed: unknown;
   try {
     parsed = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments);

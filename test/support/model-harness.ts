@@ -3,7 +3,9 @@
  * collected events, the accessors of the terminal event, and the recorded provider streams.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { afterEach, expect } from "vitest";
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, expect, it } from "vitest";
 import type { Model, ModelError, ModelEvent, ModelReply, ModelRequest } from "../../src/models/adapter.js";
 
 /** One user message "hi", no system prompt, no tools. */
@@ -65,8 +67,33 @@ export const deltaText = (events: ModelEvent[], type: "text_delta" | "thinking_d
 
 export const call = (id: string, name: string, args: string) => ({ id, name, arguments: args });
 
-/** Recorded provider streams, copied from /work/shared/fixtures/llm-streams (see SOURCES.md there). */
-export const FIXTURES = new URL("../fixtures/llm-streams/", import.meta.url);
-/** False when the folder is missing: the recorded-stream tests are then to be skipped. */
-export const haveFixtures = existsSync(FIXTURES);
-export const fixture = (name: string) => readFileSync(new URL(name, FIXTURES), "utf8");
+/** The project's root (this file is test/support/model-harness.ts). */
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/**
+ * The absolute path of `../shared/fixtures/<name>` from the project root (recorded real provider
+ * traffic, present in every checkout and in CI, never copied into the project), or `undefined`
+ * when it is absent: the tests that read it then skip, saying why.
+ */
+export function sharedFixture(name: string): string | undefined {
+  const path = resolve(ROOT, "../shared/fixtures", name);
+  return existsSync(path) ? path : undefined;
+}
+
+/** Why the recorded-data tests skip when `sharedFixture` found nothing. */
+export const missingFixture = (name: string) =>
+  `skipped: ${resolve(ROOT, "../shared/fixtures", name)} is absent (recorded provider traffic lives beside the project, in ../shared/fixtures)`;
+
+/** Recorded provider streams in ../shared/fixtures/llm-streams (provenance and expected results in SOURCES.md there). */
+export const FIXTURES = sharedFixture("llm-streams");
+export const fixture = (name: string) => readFileSync(resolve(FIXTURES ?? "", name), "utf8");
+
+/**
+ * Registers, when `../shared/fixtures/<name>` is absent, one test that skips with `missingFixture`'s
+ * reason, so the reporter says why the recorded-data tests did not run. Returns whether it is there.
+ */
+export function recordedData(name: string): boolean {
+  const present = sharedFixture(name) !== undefined;
+  if (!present) it(`recorded data ${name}`, (ctx) => ctx.skip(missingFixture(name)));
+  return present;
+}

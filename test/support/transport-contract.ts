@@ -4,7 +4,8 @@
  * server's fault modes: aborts, idle timeouts, refused and reset connections, and broken streams
  * requested again from scratch.
  */
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { type AddressInfo, createServer, type Socket } from "node:net";
+import { afterEach, describe, expect, it, onTestFinished, vi } from "vitest";
 import type { Model, ModelEvent } from "../../src/models/adapter.js";
 import type { FakeFault, FakeRequest, FakeResponderOf } from "../../src/testing/fake-http.js";
 import { collect, deltaText, done, errorOf, HI } from "./model-harness.js";
@@ -29,6 +30,19 @@ export interface AdapterUnderTest {
   defaultIdleTimeoutMs: number;
   /** A raw event stream of the protocol's opening event only, which then ends: no delta, never complete. */
   openingOnly: string;
+}
+
+/** A TCP server on 127.0.0.1 that accepts connections and never sends a byte; closed after the test. */
+async function silentServer(): Promise<{ url: string; connections(): number }> {
+  const sockets: Socket[] = [];
+  const server = createServer((socket) => sockets.push(socket));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  onTestFinished(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, connections: () => sockets.length };
 }
 
 export function describeTransport(name: string, adapter: AdapterUnderTest): void {
@@ -74,13 +88,44 @@ export function describeTransport(name: string, adapter: AdapterUnderTest): void
       expect((await iterator.next()).done).toBe(true);
     });
 
-    it("reports a refused connection as code connection", async () => {
+    it("says once, in one line, that nothing is listening at a refused URL", async () => {
       const s = await serve([]);
       const url = s.url;
       await s.close();
-      const error = errorOf(await run({ baseURL: url }));
-      expect(error.code).toBe("connection");
-      expect(error.message).toMatch(/^Model API connection error: /);
+      expect(errorOf(await run({ baseURL: url }))).toEqual({
+        code: "connection",
+        message: `Nothing is listening at ${url} (connection refused): start the server or fix the base URL (--base-url).`,
+      });
+    });
+
+    it("times out a server that accepts the connection and never answers, after timeoutMs", async () => {
+      const hang = await silentServer();
+      const error = errorOf(await run({ baseURL: hang.url, timeoutMs: 200 }));
+      expect(error).toEqual({ code: "timeout", message: "Model API request timed out after 200 ms" });
+      expect(hang.connections()).toBe(1);
+    });
+
+    it("waits for the response headers no longer than the default idle timeout", async () => {
+      const hang = await silentServer();
+      // Only timers are faked, before the request starts: the socket stays real and silent.
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+      const model = adapter.model({ baseURL: hang.url, maxRetries: 0 });
+      const next = model.stream(HI, {})[Symbol.asyncIterator]().next();
+      await vi.waitFor(() => expect(hang.connections()).toBe(1), { interval: 5 });
+      await vi.advanceTimersByTimeAsync(adapter.defaultIdleTimeoutMs);
+      expect((await next).value).toEqual({
+        type: "error",
+        error: { code: "timeout", message: "Model API request timed out after 120000 ms" },
+      });
+    });
+
+    it("ends at once when the signal fires while waiting for the response headers", async () => {
+      const hang = await silentServer();
+      const controller = new AbortController();
+      const pending = run({ baseURL: hang.url }, undefined, controller.signal);
+      await vi.waitFor(() => expect(hang.connections()).toBe(1), { interval: 5 });
+      controller.abort();
+      expect(errorOf(await pending)).toEqual({ code: "aborted", message: "Model request aborted" });
     });
 
     it("retries a connection reset before the headers, and reports a persistent one as connection", async () => {

@@ -1,0 +1,61 @@
+/**
+ * The recorded responses of other projects' suites in ../shared/fixtures/peer-recordings (see its
+ * README.md and manifest.json): each entry's file turned back into the HTTP answer its manifest
+ * describes (status, content type, framing), to be served by a fake server and assembled by the
+ * adapter through the official SDK, as in production.
+ */
+import { readFileSync } from "node:fs";
+import { sharedFixture } from "./model-harness.js";
+
+export interface PeerEntry {
+  id: string;
+  file: string;
+  /** "chat" (Chat Completions) or "anthropic" (Messages); the Responses API ones live in `responses/`. */
+  protocol: "chat" | "anthropic";
+  /** "stream" or "json" (a non-streaming request). */
+  mode: "stream" | "json";
+  framing: string;
+  status: number;
+  contentType: string;
+  peer: string;
+  real: boolean;
+  note: string;
+}
+
+export const PEER_DIR = sharedFixture("peer-recordings");
+
+/** The manifest's entries; `[]` when the folder is absent. */
+export function peerEntries(): PeerEntry[] {
+  if (!PEER_DIR) return [];
+  return JSON.parse(readFileSync(`${PEER_DIR}/manifest.json`, "utf8")) as PeerEntry[];
+}
+
+/** What the fake server sends for `entry`: the status, the content type and the body bytes. */
+export function peerResponse(entry: PeerEntry): { status: number; contentType: string; body: string } {
+  const text = readFileSync(`${PEER_DIR}/${entry.file}`, "utf8");
+  const { framing } = entry;
+  let body: string;
+  if (framing.startsWith("jsonl:")) {
+    let lines = text.split("\n").filter((line) => line.trim() !== "");
+    if (framing.includes("from the second completion id on dropped")) {
+      const first = (JSON.parse(lines[0] as string) as { id?: string }).id;
+      const other = lines.findIndex((line) => (JSON.parse(line) as { id?: string }).id !== first);
+      if (other >= 0) lines = lines.slice(0, other);
+    }
+    if (framing.includes("after the first message_stop dropped")) {
+      const stop = lines.findIndex((line) => (JSON.parse(line) as { type?: string }).type === "message_stop");
+      if (stop >= 0) lines = lines.slice(0, stop + 1);
+    }
+    body =
+      entry.protocol === "anthropic"
+        ? lines
+            .map((line) => `event: ${(JSON.parse(line) as { type: string }).type}\ndata: ${line}\n\n`)
+            .join("")
+        : `${lines.map((line) => `data: ${line}\n\n`).join("")}data: [DONE]\n\n`;
+  } else if (/byte for byte/.test(framing)) {
+    body = text;
+  } else {
+    throw new Error(`peer recording ${entry.id}: unknown framing '${framing}'`);
+  }
+  return { status: entry.status, contentType: entry.contentType, body };
+}
