@@ -75,4 +75,10 @@ describe("prices", () => {
     expect(priceTableSchema.safeParse({ m: { input: 1 } }).success).toBe(false);
     expect(priceTableSchema.safeParse({ m: { input: 1, output: 1, extra: 1 } }).success).toBe(false);
   });
+
+  it("a model named like an Object.prototype member is simply unpriced", () => {
+    for (const id of ["constructor", "__proto__", "toString", "hasOwnProperty"]) {
+      expect(priceOf(id, DEFAULT_PRICES)).toBeUndefined();
+    }
+  });
 });

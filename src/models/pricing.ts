@@ -47,7 +47,7 @@ export const DEFAULT_PRICES: PriceTable = {
 
 /** The price of a model: the longest key that is the id or a dash-separated prefix of it. */
 export function priceOf(modelId: string, table: PriceTable): ModelPrice | undefined {
-  const exact = table[modelId];
+  const exact = Object.hasOwn(table, modelId) ? table[modelId] : undefined;
   if (exact) return exact;
   let best: string | undefined;
   for (const key of Object.keys(table)) {
