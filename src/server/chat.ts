@@ -86,31 +86,11 @@ export async function chatCompletions(c: Context<ServerEnv>, deps: ChatDeps): Pr
     }
 
     // Hold the headers a moment, until the run has output: a run that fails at once is a 502.
-    const head: Chunk[] = [];
-    let pending: Promise<Step> = events.next();
-    let timer: NodeJS.Timeout | undefined;
-    const held = new Promise<typeof HELD>((resolve) => {
-      timer = setTimeout(() => resolve(HELD), deps.holdMs);
-    });
-    try {
-      while (head.length === 0) {
-        const step = await Promise.race([pending, held]);
-        if (step === HELD) break;
-        if (step.done) {
-          if (finishReason(step.value.stopReason) === undefined) {
-            record(step.value);
-            return runErrorResponse(step.value, deps.redact);
-          }
-          break;
-        }
-        head.push(...mapper.map(step.value));
-        if (head.length === 0) pending = events.next();
-      }
-    } finally {
-      clearTimeout(timer);
+    const { head, next, ended } = await firstOutput(events, mapper, deps.holdMs);
+    if (ended && finishReason(ended.stopReason) === undefined) {
+      record(ended);
+      return runErrorResponse(ended, deps.redact);
     }
-    // `pending` is the step not handled yet: unless it was just mapped into `head`, or ended the run.
-    const next: Promise<Step> = head.length > 0 ? events.next() : pending;
     handedOver = true;
     const includeUsage = request.stream_options?.include_usage === true;
     log?.stream();
@@ -120,11 +100,39 @@ export async function chatCompletions(c: Context<ServerEnv>, deps: ChatDeps): Pr
   }
 }
 
+/**
+ * Reads the run until it has a chunk to send, it ended (`ended`), or `holdMs` passed. Returns the
+ * chunks mapped so far and, when the last step read was not mapped into them, that step's promise
+ * (still running, or the end): it has a handler (the race's), so a rejection is never unhandled.
+ */
+async function firstOutput(
+  events: AsyncGenerator<AgentEvent, RunResult>,
+  mapper: ChunkMapper,
+  holdMs: number,
+): Promise<{ head: Chunk[]; next: Promise<Step> | undefined; ended?: RunResult }> {
+  let timer: NodeJS.Timeout | undefined;
+  const held = new Promise<typeof HELD>((resolve) => {
+    timer = setTimeout(() => resolve(HELD), holdMs);
+  });
+  try {
+    for (;;) {
+      const next = events.next();
+      const step = await Promise.race([next, held]);
+      if (step === HELD) return { head: [], next };
+      if (step.done) return { head: [], next, ended: step.value };
+      const head = mapper.map(step.value);
+      if (head.length > 0) return { head, next: undefined };
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 interface StreamState {
   run: TrackedRun;
   events: AsyncGenerator<AgentEvent, RunResult>;
-  /** The next step, already asked for. */
-  next: Promise<Step>;
+  /** The next step when it was already asked for (before the headers went). */
+  next: Promise<Step> | undefined;
   /** Chunks mapped before the headers went. */
   head: Chunk[];
   mapper: ChunkMapper;
@@ -150,7 +158,7 @@ function stream(c: Context, s: StreamState): Response {
     try {
       await send(s.mapper.chunk({ role: "assistant", content: "" }));
       for (const chunk of s.head) await send(chunk);
-      let next = await s.next;
+      let next = await (s.next ?? s.events.next());
       while (!next.done) {
         for (const chunk of s.mapper.map(next.value)) await send(chunk);
         next = await s.events.next();
