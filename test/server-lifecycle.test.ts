@@ -205,22 +205,33 @@ describe("server lifecycle", () => {
     await shutdown;
   });
 
-  it("shutdown aborts the runs still going at the deadline, each stream ending properly", async () => {
+  it("shutdown cuts the runs still going at the deadline: a stream ends with an error chunk, a plain request gets 503", async () => {
     const wait = waitingTool();
     const agent = new Agent({
-      model: scriptedModel([{ text: "Waiting.", toolCalls: [{ name: "wait" }] }]),
+      model: scriptedModel(() => ({ text: "Waiting.", toolCalls: [{ name: "wait" }] })),
       tools: [wait.tool],
     });
     const { baseURL, server } = await listen({ agents: { stuck: agent } });
     const stuck = await chat(baseURL, { ...user("go"), stream: true });
+    const plain = chat(baseURL, user("go"));
     await wait.started;
+    while (!server.metrics.render().includes("agentloop_requests_in_flight 2")) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     await server.shutdown({ deadlineMs: 0 });
     expect(wait.signal()?.aborted).toBe(true);
     const text = await stuck.text();
     expect(text).toContain("Waiting.");
-    expect(text).toContain('"finish_reason":"length"');
-    expect(text).toContain('"stopReason":"aborted"');
+    const chunks = [...text.matchAll(/^data: (\{.*\})$/gm)].map((m) => JSON.parse(m[1] as string));
+    expect(chunks.at(-2)?.agentloop).toMatchObject({ type: "turn_complete", stopReason: "aborted" });
+    expect(chunks.at(-1)).toMatchObject({
+      choices: [{ delta: {}, finish_reason: "stop" }],
+      agentloop: { type: "error", code: "shutting_down" },
+    });
     expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
+    const cut = await plain;
+    expect(cut.status).toBe(503);
+    expect(await cut.json()).toMatchObject({ error: { code: "shutting_down", type: "server_error" } });
   });
 
   it("renders metrics in the Prometheus text format", async () => {

@@ -41,7 +41,7 @@ describe("OpenAI-compatible server: requests, limits and auth", () => {
     const cases: [unknown, Record<string, string>, number, string][] = [
       [{ model: "nope", messages: "not a list" }, {}, 400, "invalid_request"],
       ["{oops", {}, 400, "invalid_json"],
-      [{ model: "nope", ...user("hi") }, { "content-type": "text/plain" }, 400, "invalid_content_type"],
+      [{ model: "nope", ...user("hi") }, { "content-type": "text/plain" }, 415, "invalid_content_type"],
       [{ model: "nope", ...user("hi"), n: 2 }, {}, 400, "invalid_request"],
       [{ model: "nope", messages: [{ role: "assistant", content: "hi" }] }, {}, 400, "invalid_request"],
       [
@@ -61,7 +61,7 @@ describe("OpenAI-compatible server: requests, limits and auth", () => {
       expect(Object.keys((await res.clone().json()) as object)).toEqual(["error"]);
       expect(await errorOf(res)).toMatchObject({
         code,
-        type: status === 400 ? "invalid_request_error" : "not_found_error",
+        type: status === 404 ? "not_found_error" : "invalid_request_error",
       });
     }
     const notList = await errorOf(await post(server, { messages: "not a list" }));
@@ -156,9 +156,9 @@ describe("OpenAI-compatible server: requests, limits and auth", () => {
     expect((await post(server, user("hi"), { authorization: "Bearer s3cret-key" })).status).toBe(200);
     const lower = await server.app.request("/v1/models", { headers: { authorization: "bearer s3cret-key" } });
     expect(lower.status).toBe(200);
-    // The page, health and metrics need no key; the page's own API calls do.
-    for (const path of ["/", "/healthz", "/metrics"])
-      expect((await server.app.request(path)).status).toBe(200);
+    // The page and health need no key; the page's own API calls and the metrics do.
+    for (const path of ["/", "/healthz"]) expect((await server.app.request(path)).status).toBe(200);
+    expect((await server.app.request("/metrics")).status).toBe(401);
     expect(await (await server.app.request("/healthz")).json()).toEqual({ status: "ok" });
     expect((await server.app.request("/nope")).status).toBe(404);
   });

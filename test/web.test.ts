@@ -63,6 +63,16 @@ function webModel(gates: { midAnswer: ReturnType<typeof gate> }): Model {
         yield { type: "text_delta", text: "Waiting." };
         return yield done("Waiting.", [{ id: "h1", name: "hang", arguments: "{}" }]);
       }
+      if (last?.content === "Show Markdown") {
+        for (const piece of MARKDOWN.match(/[\s\S]{1,7}/g) ?? []) yield { type: "text_delta", text: piece };
+        return yield done(MARKDOWN);
+      }
+      if (last?.content === "Fail now") {
+        return yield {
+          type: "error",
+          error: { code: "http_500", message: "Model API error (HTTP 500): boom" },
+        };
+      }
       if (last?.content === "And now?") {
         const text = `We have talked for ${messages.length} messages.`;
         yield { type: "text_delta", text };
@@ -76,6 +86,24 @@ function webModel(gates: { midAnswer: ReturnType<typeof gate> }): Model {
     },
   };
 }
+
+/** An answer with every Markdown feature the page renders, and text that must stay text. */
+const MARKDOWN = [
+  "Here is **bold**, *italic* and `inline code`.",
+  "",
+  "- first <b>item</b>",
+  "- second with [a link](https://example.com/docs) and [a trap](javascript:alert(1))",
+  "",
+  "1. one",
+  "2. two",
+  "",
+  "```js",
+  "<script>window.pwned = true</script>",
+  `const long = "${"x".repeat(300)}";`,
+  "```",
+  "",
+  `A long URL: https://example.com/${"very-long-path-".repeat(20)} and <img src=x onerror="window.pwned=true">`,
+].join("\n");
 
 /** The web chat in headless Chromium (Debian's package; CI installs it with apt-get install -y chromium). */
 describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
@@ -134,15 +162,18 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
 
   it("asks for the API key, streams the answer, shows tool calls and results as they happen, and keeps the conversation", async () => {
     const page = await browser.newPage({ viewport: { width: 1000, height: 720 } });
+    const violations: string[] = [];
+    page.on("console", (message) => {
+      if (/Content.Security.Policy/i.test(message.text())) violations.push(message.text());
+    });
     await page.goto(url);
-    // Without the key the API refuses; once entered it is kept in localStorage.
+    // Without the key the API refuses; once entered it is used, but kept in the page's memory only.
     await page.locator(".error", { hasText: "Invalid or missing API key" }).waitFor();
     await page.fill("#key", API_KEY);
     await page.locator("#key").dispatchEvent("change");
     await expect.poll(() => page.locator("#model option").allTextContents()).toEqual(["calculator"]);
-    await page.reload();
-    await expect.poll(() => page.locator("#model option").allTextContents()).toEqual(["calculator"]);
-    expect(await page.locator(".error").count()).toBe(0);
+    expect(await page.evaluate(() => localStorage.length + sessionStorage.length)).toBe(0);
+    expect(await page.locator("#busy").isVisible()).toBe(false);
 
     await page.fill("#input", "What is 157.09 * 493.89?");
     await page.keyboard.press("Enter");
@@ -156,10 +187,13 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
       expect.stringMatching(/^✓ 77585\.1801 \(\d+ ms\)$/),
     ]);
     expect(await page.locator("#send").textContent()).toBe("Stop");
+    expect(await page.locator("#busy").isVisible()).toBe(true);
+    expect(await page.locator("#busy").textContent()).toBe("Running slow_lookup…");
     gates.tool.open();
     // Half of the answer is on the page while the model is still writing the rest.
     await page.locator(".msg.assistant", { hasText: /^The result is $/ }).waitFor();
     expect(await page.locator(".meta").count()).toBe(0);
+    expect(await page.locator("#busy").textContent()).toBe("Thinking…");
     gates.midAnswer.open();
     await page.locator(".msg.assistant", { hasText: "The result is 77585.1801." }).waitFor();
     await page.locator(".meta", { hasText: "final_answer · 3 iteration(s)" }).waitFor();
@@ -174,21 +208,73 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
     // The follow-up carries the first question and answer: three messages in all.
     await page.locator(".msg.assistant", { hasText: "We have talked for 3 messages." }).waitFor();
     expect(await page.locator("#send").textContent()).toBe("Send");
+    await page.locator("#busy").waitFor({ state: "hidden" });
+    expect(await page.evaluate(() => localStorage.length + sessionStorage.length)).toBe(0);
+    expect(await page.inputValue("#key")).toBe(API_KEY);
+    expect(violations).toEqual([]);
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: new URL("web-chat.png", ARTIFACTS).pathname, fullPage: true });
+    await page.close();
+  });
+
+  it("renders answers as safe Markdown and errors as errors, and fits a 390 px wide phone", async () => {
+    const page = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    await page.goto(url);
+    await page.fill("#key", API_KEY);
+    await page.locator("#key").dispatchEvent("change");
+    await page.fill("#input", "Show Markdown");
+    await page.keyboard.press("Enter");
+    await page.locator(".meta", { hasText: "final_answer" }).waitFor();
+    const answer = page.locator(".msg.assistant").last();
+    expect(await answer.locator("strong").allTextContents()).toEqual(["bold"]);
+    expect(await answer.locator("em").allTextContents()).toEqual(["italic"]);
+    expect(await answer.locator(":not(pre) > code").allTextContents()).toEqual(["inline code"]);
+    expect(await answer.locator("ul > li").count()).toBe(2);
+    expect(await answer.locator("ol > li").allTextContents()).toEqual(["one", "two"]);
+    expect(await answer.locator("pre > code.language-js").textContent()).toContain(
+      "<script>window.pwned = true</script>",
+    );
+    // Markup in the answer stays text; only http(s) links become links.
+    expect(await answer.locator("script, img, b").count()).toBe(0);
+    expect(await answer.locator("ul > li").first().textContent()).toBe("first <b>item</b>");
+    expect(
+      await answer.locator("a").evaluateAll((links) => links.map((a) => a.getAttribute("href"))),
+    ).toEqual(["https://example.com/docs", `https://example.com/${"very-long-path-".repeat(20)}`]);
+    expect(await answer.textContent()).toContain("[a trap](javascript:alert(1))");
+    // (Strings run in the page: the project's types have no DOM.)
+    expect(await page.evaluate("window.pwned")).toBeUndefined();
+
+    await page.fill("#input", "Fail now");
+    await page.keyboard.press("Enter");
+    const error = page.locator(".error", { hasText: "Model API error (HTTP 500): boom" });
+    await error.waitFor();
+    expect(await error.getAttribute("role")).toBe("alert");
+    expect(await page.evaluate('getComputedStyle(document.querySelector(".error:last-child")).color')).toBe(
+      "rgb(229, 72, 77)",
+    );
+    expect(await page.locator("#send").textContent()).toBe("Send");
+
+    // Nothing is wider than the phone: long code scrolls inside its block, long URLs wrap.
+    const overflow = await page.evaluate(`({
+      page: document.documentElement.scrollWidth - window.innerWidth,
+      log: document.getElementById("log").scrollWidth - document.getElementById("log").clientWidth,
+      header: document.querySelector("header").scrollWidth - window.innerWidth,
+    })`);
+    expect(overflow).toEqual({ page: 0, log: 0, header: 0 });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: new URL("web-chat-390.png", ARTIFACTS).pathname, fullPage: true });
     await page.close();
   });
 
   it("stops a run with the Stop button, which aborts the run on the server", async () => {
     const page = await browser.newPage();
     await page.goto(url);
-    await page.evaluate((key) => localStorage.setItem("agentloop-key", key), API_KEY);
-    await page.reload();
+    await page.fill("#key", API_KEY);
     await page.fill("#input", "Wait forever");
     await page.keyboard.press("Enter");
     await page.locator(".tool.pending .call", { hasText: "hang" }).waitFor();
     await page.click("#send");
-    await page.locator(".error", { hasText: "Stopped." }).waitFor();
+    await page.locator(".meta", { hasText: "Stopped." }).waitFor();
     await expect.poll(() => hangSignal?.aborted).toBe(true);
     expect(await page.locator("#send").textContent()).toBe("Send");
     await page.close();

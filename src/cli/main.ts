@@ -143,6 +143,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     .description("serve the agent as an OpenAI-compatible model (web chat at /)")
     .option("--port <n>", "port to listen on (0 picks a free one)", port, 8787)
     .option("--host <host>", "interface to bind (use 0.0.0.0 to expose it)", "127.0.0.1")
+    .option("--cors <origins>", "comma-separated origins whose web pages may call the API, or *")
+    .option(
+      "--no-auth",
+      "serve beyond loopback without AGENTLOOP_API_KEY (anyone who connects runs the agent)",
+    )
+    .option(
+      "--drain-timeout <s>",
+      "seconds requests in flight may take after SIGTERM",
+      positiveNumber("--drain-timeout"),
+    )
     .action(async (flags: ServeFlags) => {
       exitCode = await serveCommand(flags);
     });

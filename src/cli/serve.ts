@@ -1,4 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { isIPv4, isIPv6 } from "node:net";
 import { serve } from "@hono/node-server";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import { createApp } from "../server/app.js";
@@ -10,34 +11,88 @@ export interface ServeFlags extends CliFlags {
   port?: number;
   /** Interface to bind. Default 127.0.0.1 (loopback only); 0.0.0.0 exposes the server. */
   host?: string;
+  /** Comma-separated origins whose web pages may call the API (CORS), or `*`. */
+  cors?: string;
+  /** `false` (`--no-auth`): serve beyond loopback without `AGENTLOOP_API_KEY`, deliberately. */
+  auth?: boolean;
+  /** Seconds the requests in flight may take to finish after SIGTERM before they are cut. Default 10. */
+  drainTimeout?: number;
 }
 
 export const DEFAULT_PORT = 8787;
 export const DEFAULT_HOST = "127.0.0.1";
-/** How long in-flight answers may take to finish after SIGTERM before they are aborted. */
-const DRAIN_DEADLINE_MS = 10_000;
+const DEFAULT_DRAIN_SECONDS = 10;
 /** After the runs are over, how long responses may take to reach their clients before connections are cut. */
 const FLUSH_GRACE_MS = 2_000;
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
+
+/** Whether `host` is a loopback name or address (localhost, 127.0.0.0/8, ::1). */
+export function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+  if (bare === "localhost") return true;
+  if (isIPv4(bare)) return bare.startsWith("127.");
+  return isIPv6(bare) && new URL(`http://[${bare}]`).hostname === "[::1]";
+}
+
+/** The `--cors` list as serialised origins (what browsers send), or a config error naming the bad entry. */
+export function parseCorsOrigins(value: string): string[] {
+  return value
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      if (entry === "*") return entry;
+      let origin = "null";
+      try {
+        origin = new URL(entry).origin;
+      } catch {}
+      if (origin === "null" || origin.length < entry.replace(/\/$/, "").length) {
+        throw new AgentloopError(
+          "config",
+          `--cors: '${entry}' is not an origin: give scheme, host and port only, e.g. https://app.example.com or http://localhost:3000 (comma-separated, or *).`,
+        );
+      }
+      return origin;
+    });
+}
 
 /**
  * `agentloop serve`: the agent (built-in and MCP tools included) as an OpenAI-compatible model
  * named after the configured model id, on `--host` and `--port`. `AGENTLOOP_API_KEY`, when set,
- * is required from clients. On a loopback host, requests for other host names are refused
- * (DNS rebinding). SIGTERM or SIGINT drains: new requests get 503, answers in flight finish up
- * to a deadline and are then aborted; a second signal stops at once. Resolves to the exit code
+ * is required from clients; beyond loopback it must be set (or `--no-auth` given). On a loopback
+ * host, requests for other host names are refused (DNS rebinding). One line per request goes to
+ * stderr. SIGTERM or SIGINT drains: new requests get 503, answers in flight finish up to
+ * `--drain-timeout` and are then cut; a second signal stops at once. Resolves to the exit code
  * (0) once the server has closed.
  * @throws AgentloopError("config") for bad settings or an address that cannot be bound.
  */
 export async function serveCommand(flags: ServeFlags): Promise<number> {
   const host = flags.host ?? DEFAULT_HOST;
-  const { settings, agent, close } = await setupAgent(flags);
   const apiKey = process.env.AGENTLOOP_API_KEY?.trim() || undefined;
-  const loopback = LOOPBACK.has(host);
+  const loopback = isLoopback(host);
+  if (flags.auth === false && apiKey) {
+    throw new AgentloopError(
+      "config",
+      "--no-auth contradicts AGENTLOOP_API_KEY, which is set: drop one of them.",
+    );
+  }
+  if (!loopback && !apiKey && flags.auth !== false) {
+    throw new AgentloopError(
+      "config",
+      `--host ${host} lets other machines run the agent: set AGENTLOOP_API_KEY (clients send it as a Bearer token), or pass --no-auth to serve without one.`,
+    );
+  }
+  const corsOrigins = flags.cors === undefined ? [] : parseCorsOrigins(flags.cors);
+  const drainMs = (flags.drainTimeout ?? DEFAULT_DRAIN_SECONDS) * 1000;
+  const { settings, agent, close } = await setupAgent(flags);
   const server = createApp({
     agents: { [settings.model]: agent },
     ...(apiKey && { apiKey }),
-    ...(loopback && { allowedHosts: ["127.0.0.1", "localhost", "[::1]"] }),
+    ...(loopback && { allowedHosts: ["127.0.0.1", "localhost", "[::1]", host.toLowerCase()] }),
+    corsOrigins,
+    secrets: [settings.apiKey, process.env.OPENAI_API_KEY, process.env.ANTHROPIC_API_KEY].filter(
+      (s): s is string => s !== undefined,
+    ),
+    log: (line) => process.stderr.write(`agentloop: ${line}\n`),
   });
   let http: Server;
   try {
@@ -54,7 +109,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   );
   if (!loopback && !apiKey) {
     process.stderr.write(
-      `agentloop: warning: ${host} is reachable from other machines and AGENTLOOP_API_KEY is not set: anyone who can connect can run the agent.\n`,
+      `agentloop: warning: --no-auth: anyone who can reach ${host}:${port} can run the agent and its tools.\n`,
     );
   }
 
@@ -78,8 +133,10 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     const stop = () => {
       if (stopping) return closeNow();
       stopping = true;
-      process.stderr.write("agentloop: shutting down (again to stop at once)\n");
-      void server.shutdown({ deadlineMs: DRAIN_DEADLINE_MS }).then(() => {
+      process.stderr.write(
+        `agentloop: shutting down: finishing the requests in flight (up to ${drainMs / 1000} s; again to stop at once)\n`,
+      );
+      void server.shutdown({ deadlineMs: drainMs }).then(() => {
         // The runs are over, but their last bytes may still be on their way to the clients.
         flushed = closeNow;
         if (writing.size === 0) closeNow();
@@ -97,16 +154,22 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   return 0;
 }
 
-/** Starts @hono/node-server; rejects with a one-line config error when the address cannot be bound. */
+/** Starts @hono/node-server; rejects with a one-line config error naming the option when the address cannot be bound. */
 function listen(fetch: Parameters<typeof serve>[0]["fetch"], host: string, port: number): Promise<Server> {
   return new Promise((resolve, reject) => {
     const server = serve({ fetch, port, hostname: host }, () => resolve(server as Server));
     server.once("error", (error: NodeJS.ErrnoException) => {
-      const why =
-        error.code === "EADDRINUSE"
-          ? `port ${port} is in use: pass another --port (0 picks a free one)`
-          : errorMessage(error);
-      reject(new AgentloopError("config", `Cannot listen on ${host}:${port}: ${why}.`));
+      const why: Record<string, string> = {
+        EADDRINUSE: `--port ${port} is in use on ${host}: pass another --port (0 picks a free one).`,
+        EACCES: `--port ${port} needs privileges on ${host}: pass a --port above 1023.`,
+        EADDRNOTAVAIL: `--host ${host} is not an address of this machine: pass one of its addresses, 127.0.0.1 or 0.0.0.0.`,
+        ENOTFOUND: `--host ${host} does not resolve to an address: pass an address of this machine, 127.0.0.1 or 0.0.0.0.`,
+        EAI_AGAIN: `--host ${host} could not be resolved (DNS unavailable): pass an IP address such as 127.0.0.1 or 0.0.0.0.`,
+      };
+      const message =
+        (error.code !== undefined && Object.hasOwn(why, error.code) && why[error.code]) ||
+        `Cannot listen on ${host}:${port}: ${errorMessage(error)}.`;
+      reject(new AgentloopError("config", message));
     });
   });
 }

@@ -1,17 +1,20 @@
-import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { secureHeaders } from "hono/secure-headers";
 import type { Agent } from "../core/agent.js";
+import { redactSecrets } from "../core/redact.js";
 import { chatCompletions } from "./chat.js";
 import { errorResponse, unexpectedErrorResponse } from "./errors.js";
+import { bearerKey, hostGuard, jsonBody, originGuard } from "./guards.js";
 import { Metrics } from "./metrics.js";
+import { requestLog, type ServerEnv } from "./request-log.js";
 import { RunTracker } from "./runs.js";
-import { WEB_PAGE } from "./web-page.js";
+import { WEB_PAGE, WEB_PAGE_CSP } from "./web-page.js";
 
 export interface ServerOptions {
   /** Agents served as models, by model id, in the order `/v1/models` lists them; a request without `model` goes to the first. */
   agents: Readonly<Record<string, Agent>>;
-  /** When set, every `/v1` request needs `Authorization: Bearer <apiKey>` (compared in constant time). */
+  /** When set, every `/v1` request and `/metrics` need `Authorization: Bearer <apiKey>` (compared in constant time). */
   apiKey?: string;
   /** Largest request body accepted; larger ones get 413. Default 1 MiB. */
   maxBodyBytes?: number;
@@ -21,6 +24,19 @@ export interface ServerOptions {
    * cannot reach the agent. Default: any host.
    */
   allowedHosts?: readonly string[];
+  /**
+   * Origins (`https://app.example.com`) whose web pages may call the API cross-origin (CORS);
+   * `"*"` allows any. Other origins get 403. Default none: only the server's own page.
+   */
+  corsOrigins?: readonly string[];
+  /** Texts that must never appear in an error body or a log line (upstream API keys); `apiKey` is always one. */
+  secrets?: readonly string[];
+  /** Receives one line per request once its response is complete: `POST /v1/chat/completions 200 812ms final_answer`. */
+  log?: (line: string) => void;
+  /** How long a stream waits for the run's first output before sending its headers and role chunk; a run that fails sooner gets a 502. Default 250 ms. */
+  streamHoldMs?: number;
+  /** Interval of the `: keep-alive` comments of a stream (while a tool runs, say). Default 15,000 ms. */
+  keepAliveMs?: number;
 }
 
 export interface ShutdownOptions {
@@ -31,7 +47,7 @@ export interface ShutdownOptions {
 }
 
 export interface AgentServer {
-  app: Hono;
+  app: Hono<ServerEnv>;
   metrics: Metrics;
   /** Whether `drain()` was called. */
   readonly draining: boolean;
@@ -41,20 +57,22 @@ export interface AgentServer {
   idle(): Promise<void>;
   /**
    * Graceful shutdown: drains, waits for the runs in flight up to the deadline, then aborts the
-   * rest (each stream still ends with its closing chunks and `[DONE]`) and waits a short grace.
-   * Never rejects. The caller then closes the HTTP server.
+   * rest (a stream ends with the `turn_complete` chunk, an `error` chunk with code
+   * `shutting_down`, and `[DONE]`; a non-streaming request gets a 503) and waits a short grace.
+   * Never rejects. The caller then closes the HTTP server once the responses are sent.
    */
   shutdown(options?: ShutdownOptions): Promise<void>;
 }
 
-const digest = (value: string) => createHash("sha256").update(value).digest();
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 /**
  * The agents as an OpenAI-compatible API (SPEC section 6) plus a web chat at `/`, as a Hono
  * app: serve it with @hono/node-server, or call `app.request()` in tests. Routes:
  * `GET /` (web chat), `GET /healthz`, `GET /metrics` (Prometheus), and, behind the API key,
- * `GET /v1/models`, `GET /v1/models/:id`, `POST /v1/chat/completions`.
+ * `GET /v1/models`, `GET /v1/models/:id`, `POST /v1/chat/completions`. Every response carries
+ * `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` and `X-Frame-Options: DENY`;
+ * the page a Content-Security-Policy that allows only its own script and style.
  */
 export function createApp(options: ServerOptions): AgentServer {
   const ids = Object.keys(options.agents);
@@ -62,27 +80,29 @@ export function createApp(options: ServerOptions): AgentServer {
   if (defaultModel === undefined) throw new Error("createApp needs at least one agent.");
   const runs = new RunTracker();
   const metrics = new Metrics(() => runs.size);
-  const expectedKey = options.apiKey ? digest(options.apiKey) : undefined;
-  const allowedHosts = options.allowedHosts && new Set(options.allowedHosts.map((h) => h.toLowerCase()));
+  const secrets = [options.apiKey, ...(options.secrets ?? [])];
+  const redact = (text: string) => redactSecrets(text, secrets);
   let draining = false;
 
-  const app = new Hono();
-  app.onError((error) => unexpectedErrorResponse(error));
+  const app = new Hono<ServerEnv>();
+  app.onError((error) => unexpectedErrorResponse(error, redact));
   app.notFound(() =>
     errorResponse(404, "Not found: the API is at /v1/chat/completions and /v1/models.", "not_found"),
   );
 
-  if (allowedHosts) {
-    app.use("*", async (c, next) => {
-      const host = new URL(c.req.url).hostname;
-      if (allowedHosts.has(host)) return next();
-      const allowed = [...allowedHosts].join(", ");
-      const message = `Host '${host}' is not allowed: this server answers requests for ${allowed} (a reverse proxy must send one of them as Host).`;
-      return errorResponse(403, message, "host_not_allowed");
-    });
+  const { log } = options;
+  if (log) app.use("*", requestLog(log, redact));
+  app.use("*", secureHeaders({ xFrameOptions: "DENY", strictTransportSecurity: false }));
+  if (options.allowedHosts) app.use("*", hostGuard(options.allowedHosts));
+  app.use("*", originGuard(options.corsOrigins));
+  if (options.apiKey) {
+    const auth = bearerKey(options.apiKey);
+    app.use("/v1/*", auth);
+    app.use("/metrics", auth);
   }
+  app.use("/v1/*", jsonBody);
 
-  app.get("/", (c) => c.html(WEB_PAGE));
+  app.get("/", (c) => c.html(WEB_PAGE, 200, { "content-security-policy": WEB_PAGE_CSP }));
   app.get("/healthz", (c) => c.json({ status: draining ? "draining" : "ok" }, draining ? 503 : 200));
   app.get("/metrics", (c) =>
     c.text(metrics.render(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }),
@@ -91,17 +111,6 @@ export function createApp(options: ServerOptions): AgentServer {
   app.use("/v1/chat/completions", async (c, next) => {
     await next();
     if (c.req.method === "POST") metrics.response(c.res.status);
-  });
-  app.use("/v1/*", async (c, next) => {
-    if (!expectedKey) return next();
-    const match = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "");
-    // Digests have a fixed length, so the comparison takes the same time whatever was sent.
-    if (match?.[1] && timingSafeEqual(digest(match[1].trim()), expectedKey)) return next();
-    return errorResponse(
-      401,
-      "Invalid or missing API key: send Authorization: Bearer <AGENTLOOP_API_KEY>.",
-      "invalid_api_key",
-    );
   });
 
   const model = (id: string) => ({ id, object: "model" as const, created: 0, owned_by: "agentloop" });
@@ -122,7 +131,15 @@ export function createApp(options: ServerOptions): AgentServer {
       if (draining) {
         return errorResponse(503, "The server is shutting down: retry on another instance.", "shutting_down");
       }
-      return chatCompletions(c, { agents: options.agents, defaultModel, metrics, runs });
+      return chatCompletions(c, {
+        agents: options.agents,
+        defaultModel,
+        metrics,
+        runs,
+        redact,
+        holdMs: options.streamHoldMs ?? 250,
+        keepAliveMs: options.keepAliveMs ?? 15_000,
+      });
     },
   );
 

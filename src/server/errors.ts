@@ -6,7 +6,7 @@ export interface OpenAIErrorBody {
   error: { message: string; type: string; code: string | null; param: string | null };
 }
 
-export type ErrorStatus = 400 | 401 | 403 | 404 | 413 | 500 | 502 | 503;
+export type ErrorStatus = 400 | 401 | 403 | 404 | 413 | 415 | 500 | 502 | 503;
 
 const TYPES: Record<ErrorStatus, string> = {
   400: "invalid_request_error",
@@ -14,14 +14,19 @@ const TYPES: Record<ErrorStatus, string> = {
   403: "permission_error",
   404: "not_found_error",
   413: "invalid_request_error",
+  415: "invalid_request_error",
   500: "server_error",
   502: "upstream_error",
   503: "server_error",
 };
 
+/** Removes the server's secrets (API keys) from a text before it leaves the process. */
+export type Redact = (text: string) => string;
+
 /**
  * The one place that turns a failure into an HTTP status and an OpenAI error body. Messages
- * must never hold a secret: callers pass fixed text or errors the core already redacted.
+ * must never hold a secret: callers pass fixed text, or text that may come from elsewhere (an
+ * error, the model API) through the app's `Redact`.
  */
 export function errorBody(
   status: ErrorStatus,
@@ -50,22 +55,23 @@ export function errorResponse(
  * streamed. The model was already retried by its adapter, so clients are told not to retry
  * (`x-should-retry: false`, which the official clients honour).
  */
-export function runErrorResponse(result: RunResult): Response {
-  return errorResponse(
-    502,
-    result.error?.message ?? `The run stopped: ${result.stopReason}.`,
-    result.stopReason,
-    {
-      headers: { "x-should-retry": "false" },
-    },
-  );
+export function runErrorResponse(result: RunResult, redact: Redact): Response {
+  const message = redact(result.error?.message ?? `The run stopped: ${result.stopReason}.`);
+  return errorResponse(502, message, result.stopReason, { headers: { "x-should-retry": "false" } });
 }
 
 /** A 500 for anything unexpected; an `AgentloopError` (a caller error of the core) keeps its code. */
-export function unexpectedErrorResponse(error: unknown): Response {
-  if (error instanceof AgentloopError) return errorResponse(500, error.message, error.code);
-  return errorResponse(500, `Internal server error: ${errorMessage(error)}`, "internal_error");
+export function unexpectedErrorResponse(error: unknown, redact: Redact): Response {
+  if (error instanceof AgentloopError) return errorResponse(500, redact(error.message), error.code);
+  return errorResponse(500, redact(`Internal server error: ${errorMessage(error)}`), "internal_error");
 }
+
+/** The `error` event that ends a stream the server cut at its shutdown deadline. */
+export const SHUTDOWN_CUT = {
+  type: "error",
+  message: "The server shut down before the run finished: retry the request.",
+  code: "shutting_down",
+} as const;
 
 /**
  * `finish_reason` per stop reason (SPEC section 6); `undefined` for the stops that are errors

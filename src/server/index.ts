@@ -3,3 +3,4 @@ export { createApp } from "./app.js";
 export type { OpenAIErrorBody } from "./errors.js";
 export type { Chunk, Completion, WireUsage } from "./map-events.js";
 export type { Metrics } from "./metrics.js";
+export type { ServerEnv } from "./request-log.js";

@@ -3,7 +3,7 @@ import type { Usage } from "../core/messages.js";
 import { finishReason } from "./errors.js";
 
 type TurnComplete = Extract<AgentEvent, { type: "turn_complete" }>;
-type ErrorEvent = Extract<AgentEvent, { type: "error" }>;
+export type ErrorEvent = Extract<AgentEvent, { type: "error" }>;
 
 /** OpenAI's `usage` object. */
 export interface WireUsage {
@@ -136,14 +136,21 @@ export class ChunkMapper {
     }
   }
 
-  /** The closing chunks: output not streamed yet, the end of the run, then usage when asked. */
-  finish(result: RunResult, includeUsage: boolean): Chunk[] {
+  /**
+   * The closing chunks: output not streamed yet, the end of the run, then usage when asked.
+   * `cut` is the error that ended the run from outside (the server's shutdown deadline): the
+   * stream then ends like an error stop, with that error as the last chunk.
+   */
+  finish(result: RunResult, includeUsage: boolean, cut?: ErrorEvent): Chunk[] {
     const chunks: Chunk[] = [];
     const tail = this.tail(result);
     if (tail !== "") chunks.push(this.chunk({ content: tail }));
     const complete = this.turnComplete(result);
     const reason = finishReason(result.stopReason);
-    if (reason === undefined) {
+    if (cut) {
+      if (this.error) chunks.push(this.chunk({}, this.error));
+      chunks.push(this.chunk({}, complete), this.chunk({}, cut, "stop"));
+    } else if (reason === undefined) {
       const error: ErrorEvent = this.error ?? {
         type: "error",
         message: result.error?.message ?? `The run stopped: ${result.stopReason}.`,

@@ -2,10 +2,15 @@
 export interface TrackedRun {
   /** Aborts when the client disconnects, when `abort()` is called, or on `RunTracker.abortAll()`. */
   readonly signal: AbortSignal;
+  /** Whether `RunTracker.abortAll()` (the shutdown deadline) aborted the run, not its client. */
+  readonly cut: boolean;
   abort(): void;
   /** Marks the run finished; idempotent. Must be called once the response is complete. */
   end(): void;
 }
+
+/** The abort reason of the runs cut at the shutdown deadline. */
+const SHUTDOWN = new Error("The server is shutting down.");
 
 /**
  * The runs in flight, so shutdown can wait for them (`idle`) and stop the stragglers
@@ -28,6 +33,9 @@ export class RunTracker {
     this.runs.add(controller);
     return {
       signal: controller.signal,
+      get cut() {
+        return controller.signal.reason === SHUTDOWN;
+      },
       abort,
       end: () => {
         clientSignal.removeEventListener("abort", abort);
@@ -43,8 +51,8 @@ export class RunTracker {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
-  /** Aborts every run in flight: each ends with `aborted` and its stream closes normally. */
+  /** Aborts every run in flight (`cut` becomes true): each ends with `aborted` and its stream closes normally. */
   abortAll(): void {
-    for (const controller of this.runs) controller.abort();
+    for (const controller of this.runs) controller.abort(SHUTDOWN);
   }
 }
