@@ -458,6 +458,23 @@ describe("causes named in errors", () => {
 });
 
 describe("closing a busy server", () => {
+  const stubborn = { command: process.execPath, args: [TEST_SERVER, "--ignore-sigterm"] };
+
+  /** Calls the test server's `busy`, which never answers; `pids` are its own and its child's. */
+  function callBusy(toolset: McpToolset) {
+    let reported: (pids: [number, number]) => void = () => {};
+    const pids = new Promise<[number, number]>((resolve) => {
+      reported = resolve;
+    });
+    const busy = call(
+      toolset,
+      "busy",
+      {},
+      { onProgress: ({ message }) => reported(JSON.parse(message ?? "")) },
+    );
+    return { busy, pids };
+  }
+
   it(
     "ends a server that is in a tool call and ignores SIGTERM, and the process it started; close() is idempotent",
     async () => {
@@ -486,6 +503,28 @@ describe("closing a busy server", () => {
         content: "MCP server 'stubborn' was closed during the call to 'busy'.",
         isError: true,
       });
+    },
+    LONG_TIMEOUT,
+  );
+
+  it(
+    "fails the call at once when the server is killed and its child holds the pipes, and ends the child",
+    async () => {
+      const toolset = await connectMcpServers({ stubborn });
+      try {
+        const { busy, pids } = callBusy(toolset);
+        const [server, grandchild] = await pids;
+        process.kill(server, "SIGKILL");
+        expect(await busy).toEqual({
+          content: expect.stringMatching(
+            /^MCP server 'stubborn' could not run 'busy': the server was killed by SIGKILL .*It will be restarted on the next call\.$/,
+          ),
+          isError: true,
+        });
+        await until(() => !isAlive(grandchild), "the grandchild to end");
+      } finally {
+        await toolset.close();
+      }
     },
     LONG_TIMEOUT,
   );

@@ -69,6 +69,8 @@ export class StdioTransport implements Transport {
       });
       child.once("exit", (code, signal) => {
         this.exit = { code, signal };
+        // What the server started may live on holding our pipes, so "close" would never come.
+        void this.close();
       });
       child.once("close", () => {
         this.child = undefined;
@@ -98,7 +100,7 @@ export class StdioTransport implements Transport {
   }
 
   private receive(chunk: Buffer): void {
-    if (this.closing) return;
+    if (this.oversized) return; // the rest of that message
     try {
       this.buffer.append(chunk);
     } catch (error) {

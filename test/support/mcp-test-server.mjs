@@ -1,6 +1,7 @@
 // A stdio MCP server for the MCP client's tests, run as `node mcp-test-server.mjs [--ignore-sigterm]`.
 // Tools: `env` (the environment it got, as JSON), `big` (a text of `bytes` characters),
-// `busy` (starts a grandchild, reports both pids as a progress message, then never answers).
+// `busy` (starts a grandchild that shares its stdout and stderr, reports both pids as a progress
+// message, then never answers).
 // With --ignore-sigterm it, and the grandchild `busy` starts, ignore SIGTERM and stdin's end.
 import { spawn } from "node:child_process";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -30,7 +31,7 @@ server.registerTool("busy", { description: "Never answers." }, async (extra) => 
   const grandchild = spawn(
     process.execPath,
     ["-e", `${stubborn ? "process.on('SIGTERM', () => {});" : ""} setInterval(() => {}, 1000);`],
-    { stdio: "ignore" },
+    { stdio: ["ignore", "inherit", "inherit"] }, // holds the server's stdout and stderr
   );
   await new Promise((resolve) => grandchild.once("spawn", resolve));
   const progressToken = extra._meta?.progressToken;
