@@ -1,73 +1,23 @@
 // MCP client robustness: startup failures, crashes, aborts, timeouts, list changes, no process left behind.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { AgentloopError, errorMessage } from "../src/core/errors.js";
-import {
-  connectMcpServers,
-  type McpServerConfig,
-  type McpToolset,
-  runningChildPids,
-} from "../src/mcp/index.js";
-import type { ToolProgress } from "../src/tools/tool.js";
+import { connectMcpServers, type McpServerConfig, runningChildPids } from "../src/mcp/index.js";
+import { call, isAlive, pidOf, until } from "./support/mcp-helpers.js";
 
 const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
 const EVERYTHING = root("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
 const USERS_SERVER = root("examples/users-server/server.mjs");
-const TEST_SERVER = root("test/support/mcp-test-server.mjs");
 const everything: McpServerConfig = { command: process.execPath, args: [EVERYTHING, "stdio"] };
 const users: McpServerConfig = { command: process.execPath, args: [USERS_SERVER] };
 const LONG_TIMEOUT = 60_000;
-
-/** Runs a tool's execute; a throw becomes an error result, as in the loop. */
-async function call(
-  toolset: McpToolset,
-  name: string,
-  args: Record<string, unknown>,
-  context: { signal?: AbortSignal; onProgress?: (progress: ToolProgress) => void } = {},
-): Promise<{ content: string; isError: boolean }> {
-  const tool = toolset.tools().find((candidate) => candidate.name === name);
-  if (!tool) throw new Error(`no tool '${name}'`);
-  try {
-    const signal = context.signal ?? new AbortController().signal;
-    const result = await tool.execute(args, { signal, toolCallId: "call_1", ...context });
-    return { content: String(result), isError: false };
-  } catch (error) {
-    return { content: errorMessage(error), isError: true };
-  }
-}
-
-/** Whether a process runs; a zombie (ended, not yet reaped by init) counts as ended. */
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  if (!existsSync("/proc")) return true;
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return false;
-  }
-}
-
-async function until(condition: () => boolean, what: string): Promise<void> {
-  for (let waited = 0; !condition(); waited += 20) {
-    if (waited > 20_000) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-const pidOf = (toolset: McpToolset, server: string) => toolset.servers().find((s) => s.name === server)?.pid;
 
 describe("startup", () => {
   it(
@@ -351,180 +301,6 @@ setInterval(() => {}, 1000);`,
       child.kill("SIGINT");
       expect(await exited).toBe(130);
       await until(() => !isAlive(pids[0] as number), "the child to end");
-    },
-    LONG_TIMEOUT,
-  );
-});
-
-describe("causes named in errors", () => {
-  /** A Streamable HTTP MCP server (stateless) that wants `Authorization: Bearer <token>`. */
-  async function remoteServer(): Promise<{ url: string; token: { value: string }; server: Server }> {
-    const token = { value: "right-token" };
-    const server = createServer(async (req, res) => {
-      if (req.headers.authorization !== `Bearer ${token.value}`) {
-        res.writeHead(401, { "content-type": "text/plain" }).end("Unauthorized");
-        return;
-      }
-      const mcp = new McpServer({ name: "remote", version: "1.0.0" });
-      mcp.registerTool("echo", { inputSchema: { text: z.string() } }, ({ text }) => ({
-        content: [{ type: "text", text }],
-      }));
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-      res.on("close", () => void mcp.close());
-      await mcp.connect(transport);
-      await transport.handleRequest(req, res);
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const address = server.address();
-    const port = typeof address === "object" && address ? address.port : 0;
-    return { url: `http://127.0.0.1:${port}/mcp`, token, server };
-  }
-
-  it(
-    "an HTTP 401 at startup and during a call, naming the config file and never the header",
-    async () => {
-      const { url, token, server } = await remoteServer();
-      try {
-        const wrong = { url: `${url}?key=in-query`, headers: { Authorization: "Bearer wrong-token" } };
-        const error = await connectMcpServers({ remote: wrong }, { configFile: "team/mcp.json" }).catch(
-          (e: unknown) => e,
-        );
-        expect(errorMessage(error)).toBe(
-          `MCP server 'remote' (team/mcp.json) failed to start: ${url} answered 401 Unauthorized. Check its "headers" (e.g. "Authorization"), or mark it "optional": true.`,
-        );
-
-        const right = { url, headers: { Authorization: "Bearer right-token" } };
-        const toolset = await connectMcpServers({ remote: right }, { configFile: "team/mcp.json" });
-        try {
-          token.value = "rotated-token";
-          expect(await call(toolset, "echo", { text: "hi" })).toEqual({
-            content: `MCP server 'remote' (team/mcp.json) could not run 'echo': ${url} answered 401 Unauthorized. Check its "headers" (e.g. "Authorization").`,
-            isError: true,
-          });
-          expect(toolset.servers()[0]?.state).toBe("up");
-          token.value = "right-token";
-          expect(await call(toolset, "echo", { text: "back" })).toEqual({ content: "back", isError: false });
-        } finally {
-          await toolset.close();
-        }
-      } finally {
-        server.close();
-      }
-    },
-    LONG_TIMEOUT,
-  );
-
-  it(
-    "a refused connection, and a server that exits with its code and last stderr lines",
-    async () => {
-      const { url, server } = await remoteServer();
-      await new Promise((resolve) => server.close(resolve));
-      const refused = await connectMcpServers({ remote: { url } }).catch((e: unknown) => e);
-      expect(errorMessage(refused)).toBe(
-        `MCP server 'remote' failed to start: nothing is listening at ${url}. Start the server, or fix its "url", or mark it "optional": true.`,
-      );
-
-      const exiting = {
-        command: process.execPath,
-        args: ["-e", "for (const n of [1, 2, 3, 4]) console.error('line ' + n); process.exit(3)"],
-      };
-      const exited = await connectMcpServers({ exiting }).catch((e: unknown) => e);
-      expect(errorMessage(exited)).toBe(
-        `MCP server 'exiting' failed to start: the server exited with code 3 (stderr: line 2 | line 3 | line 4). Check its "command", "args" and "env", or mark it "optional": true.`,
-      );
-    },
-    LONG_TIMEOUT,
-  );
-
-  it(
-    "a result over the stdio message limit is an error result, and the next call restarts the server",
-    async () => {
-      const toolset = await connectMcpServers({ probe: { command: process.execPath, args: [TEST_SERVER] } });
-      try {
-        const first = pidOf(toolset, "probe");
-        expect(await call(toolset, "big", { bytes: 11 * 1024 * 1024 })).toEqual({
-          content:
-            "MCP server 'probe' could not run 'big': it sent a message over the 10.0 MB limit of MCP stdio messages. Ask the tool for less (a filter, a range, a page). It will be restarted on the next call.",
-          isError: true,
-        });
-        expect(await call(toolset, "big", { bytes: 5 })).toEqual({ content: "xxxxx", isError: false });
-        expect(pidOf(toolset, "probe")).not.toBe(first);
-      } finally {
-        await toolset.close();
-      }
-    },
-    LONG_TIMEOUT,
-  );
-});
-
-describe("closing a busy server", () => {
-  const stubborn = { command: process.execPath, args: [TEST_SERVER, "--ignore-sigterm"] };
-
-  /** Calls the test server's `busy`, which never answers; `pids` are its own and its child's. */
-  function callBusy(toolset: McpToolset) {
-    let reported: (pids: [number, number]) => void = () => {};
-    const pids = new Promise<[number, number]>((resolve) => {
-      reported = resolve;
-    });
-    const busy = call(
-      toolset,
-      "busy",
-      {},
-      { onProgress: ({ message }) => reported(JSON.parse(message ?? "")) },
-    );
-    return { busy, pids };
-  }
-
-  it(
-    "ends a server that is in a tool call and ignores SIGTERM, and the process it started; close() is idempotent",
-    async () => {
-      const stubborn = { command: process.execPath, args: [TEST_SERVER, "--ignore-sigterm"] };
-      const toolset = await connectMcpServers({ stubborn });
-      let reported: (pids: number[]) => void = () => {};
-      const started = new Promise<number[]>((resolve) => {
-        reported = resolve;
-      });
-      const busy = call(
-        toolset,
-        "busy",
-        {},
-        { onProgress: ({ message }) => reported(JSON.parse(message ?? "")) },
-      );
-      const [server, grandchild] = (await started) as [number, number];
-      expect(server).toBe(pidOf(toolset, "stubborn"));
-      expect([isAlive(server), isAlive(grandchild)]).toEqual([true, true]);
-
-      await Promise.all([toolset.close(), toolset.close()]);
-      await toolset.close();
-      expect(isAlive(server)).toBe(false);
-      await until(() => !isAlive(grandchild), "the grandchild to be reaped");
-      expect(runningChildPids()).toEqual([]);
-      expect(await busy).toEqual({
-        content: "MCP server 'stubborn' was closed during the call to 'busy'.",
-        isError: true,
-      });
-    },
-    LONG_TIMEOUT,
-  );
-
-  it(
-    "fails the call at once when the server is killed and its child holds the pipes, and ends the child",
-    async () => {
-      const toolset = await connectMcpServers({ stubborn });
-      try {
-        const { busy, pids } = callBusy(toolset);
-        const [server, grandchild] = await pids;
-        process.kill(server, "SIGKILL");
-        expect(await busy).toEqual({
-          content: expect.stringMatching(
-            /^MCP server 'stubborn' could not run 'busy': the server was killed by SIGKILL .*It will be restarted on the next call\.$/,
-          ),
-          isError: true,
-        });
-        await until(() => !isAlive(grandchild), "the grandchild to end");
-      } finally {
-        await toolset.close();
-      }
     },
     LONG_TIMEOUT,
   );

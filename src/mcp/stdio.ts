@@ -58,7 +58,7 @@ export class StdioTransport implements Transport {
         windowsHide: true,
       });
       this.child = child;
-      child.once("error", (error) => {
+      child.on("error", (error) => {
         if (this.pid === undefined) reject(error);
         else this.onerror?.(error);
       });
