@@ -9,13 +9,8 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { AgentloopError, errorMessage } from "../src/core/errors.js";
-import {
-  connectMcpServers,
-  type McpServerConfig,
-  type McpToolset,
-  runningChildPids,
-} from "../src/mcp/index.js";
-import type { ToolProgress } from "../src/tools/tool.js";
+import { connectMcpServers, type McpServerConfig, runningChildPids } from "../src/mcp/index.js";
+import { call, isAlive, pidOf, until } from "./support/mcp-helpers.js";
 
 const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
 const EVERYTHING = root("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
@@ -23,42 +18,6 @@ const USERS_SERVER = root("examples/users-server/server.mjs");
 const everything: McpServerConfig = { command: process.execPath, args: [EVERYTHING, "stdio"] };
 const users: McpServerConfig = { command: process.execPath, args: [USERS_SERVER] };
 const LONG_TIMEOUT = 60_000;
-
-/** Runs a tool's execute; a throw becomes an error result, as in the loop. */
-async function call(
-  toolset: McpToolset,
-  name: string,
-  args: Record<string, unknown>,
-  context: { signal?: AbortSignal; onProgress?: (progress: ToolProgress) => void } = {},
-): Promise<{ content: string; isError: boolean }> {
-  const tool = toolset.tools().find((candidate) => candidate.name === name);
-  if (!tool) throw new Error(`no tool '${name}'`);
-  try {
-    const signal = context.signal ?? new AbortController().signal;
-    const result = await tool.execute(args, { signal, toolCallId: "call_1", ...context });
-    return { content: String(result), isError: false };
-  } catch (error) {
-    return { content: errorMessage(error), isError: true };
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(condition: () => boolean, what: string): Promise<void> {
-  for (let waited = 0; !condition(); waited += 20) {
-    if (waited > 20_000) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-const pidOf = (toolset: McpToolset, server: string) => toolset.servers().find((s) => s.name === server)?.pid;
 
 describe("startup", () => {
   it(
@@ -69,7 +28,7 @@ describe("startup", () => {
       expect(error).toBeInstanceOf(AgentloopError);
       expect((error as AgentloopError).code).toBe("mcp_start");
       expect((error as AgentloopError).message).toBe(
-        `MCP server 'broken' failed to start: command 'agentloop-no-such-command' not found. Check its command in agentloop.json or mark it "optional": true.`,
+        `MCP server 'broken' failed to start: command 'agentloop-no-such-command' not found. Install it, or fix its "command" (a program on PATH or a full path), or mark it "optional": true.`,
       );
       expect(runningChildPids()).toEqual([]);
     },
@@ -86,7 +45,7 @@ describe("startup", () => {
       };
       const error = await connectMcpServers({ crashing }).catch((e: unknown) => e);
       expect(errorMessage(error)).toBe(
-        `MCP server 'crashing' failed to start: the server closed the connection (stderr: bad API key [REDACTED]). Check its command in agentloop.json or mark it "optional": true.`,
+        `MCP server 'crashing' failed to start: the server exited with code 1 (stderr: bad API key [REDACTED]). Check its "command", "args" and "env", or mark it "optional": true.`,
       );
     },
     LONG_TIMEOUT,
@@ -157,7 +116,7 @@ describe("a running server", () => {
         const crashed = await running;
         expect(crashed.isError).toBe(true);
         expect(crashed.content).toMatch(
-          /^MCP server 'everything' stopped during the call to 'trigger-long-running-operation'/,
+          /^MCP server 'everything' could not run 'trigger-long-running-operation': the server was killed by SIGKILL .*It will be restarted on the next call\.$/,
         );
         expect(await call(toolset, "echo", { message: "back" })).toEqual({
           content: "Echo: back",
@@ -219,8 +178,8 @@ describe("a running server", () => {
         expect(toolset.tools()[0]?.timeoutMs).toBe(300);
         const result = await call(toolset, "trigger-long-running-operation", { duration: 10, steps: 2 });
         expect(result.isError).toBe(true);
-        expect(result.content).toMatch(
-          /^MCP server 'everything' could not run 'trigger-long-running-operation': .*timed out/,
+        expect(result.content).toBe(
+          "MCP server 'everything' could not run 'trigger-long-running-operation': no answer within 0.3 s.",
         );
       } finally {
         await toolset.close();

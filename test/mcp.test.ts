@@ -5,9 +5,14 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Agent } from "../src/core/agent.js";
 import { errorMessage } from "../src/core/errors.js";
 import { connectMcpServers, type McpServerConfig, type McpToolset } from "../src/mcp/index.js";
+import { scriptedModel } from "../src/testing/scripted-model.js";
 import { serialiseResult } from "../src/tools/execute.js";
 import type { ToolProgress } from "../src/tools/tool.js";
 
@@ -308,4 +313,54 @@ describe("tool names", () => {
     }
     for (const pid of pids) expect(isAlive(pid)).toBe(false);
   }, 60_000);
+
+  it("treats names such as toString, constructor and __proto__ as ordinary names", async () => {
+    const offered = ["toString", "constructor", "__proto__"];
+    const server = new Server({ name: "odd", version: "1.0.0" }, { capabilities: { tools: {} } });
+    server.setRequestHandler(ListToolsRequestSchema, () => ({
+      tools: offered.map((name) => ({ name, inputSchema: { type: "object" as const } })),
+    }));
+    server.setRequestHandler(CallToolRequestSchema, (request) => ({
+      content: [{ type: "text", text: `ran ${request.params.name}` }],
+    }));
+    // A server named like a prototype key, in a record as JSON.parse makes it.
+    const servers = JSON.parse('{"__proto__": {}}') as Record<string, McpServerConfig>;
+    Object.defineProperty(servers, "__proto__", {
+      enumerable: true,
+      value: {
+        transport: async () => {
+          const [client, side] = InMemoryTransport.createLinkedPair();
+          await server.connect(side);
+          return client;
+        },
+      },
+    });
+    const toolset = await connectMcpServers(servers);
+    try {
+      expect(toolset.sources().map((source) => `${source.server}/${source.name}`)).toEqual([
+        "__proto__/toString",
+        "__proto__/constructor",
+        "__proto__/__proto__",
+      ]);
+      const calls = ["hasOwnProperty", "valueOf", ...offered].map((name, index) => ({
+        id: `c${index}`,
+        name,
+        arguments: {},
+      }));
+      const model = scriptedModel([{ toolCalls: calls }, { text: "done" }]);
+      const result = await new Agent({ model, tools: toolset.tools() }).run("Call them all.");
+      expect(result.stopReason).toBe("final_answer");
+      const results = model.requests[1]?.messages.filter((message) => message.role === "tool") ?? [];
+      expect(results.map((message) => [message.content, message.isError === true])).toEqual([
+        [expect.stringContaining("nknown tool 'hasOwnProperty'"), true],
+        [expect.stringContaining("nknown tool 'valueOf'"), true],
+        ["ran toString", false],
+        ["ran constructor", false],
+        ["ran __proto__", false],
+      ]);
+    } finally {
+      await toolset.close();
+      await server.close();
+    }
+  });
 });

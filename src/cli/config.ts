@@ -122,6 +122,8 @@ export interface Settings {
   tokenBudget?: number;
   costBudget?: number;
   mcpServers: NonNullable<ConfigFile["mcpServers"]>;
+  /** The config file the settings came from, as the user named it: named in MCP server errors. */
+  configFile?: string;
   /** Azure OpenAI / AI DIAL deployments: `api-key` header and `api-version` query. */
   azure?: NonNullable<ConfigFile["azure"]>;
 }

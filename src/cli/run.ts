@@ -18,7 +18,7 @@ export function settingsFrom(flags: CliFlags): Settings {
     throw new AgentloopError("config", "--session is not available yet: sessions come in a later release.");
   }
   const { config } = loadConfigFile(flags.config);
-  return resolveSettings(flags, process.env, config);
+  return { ...resolveSettings(flags, process.env, config), configFile: flags.config ?? "agentloop.json" };
 }
 
 export function createModel(settings: Settings): Model {
@@ -94,6 +94,7 @@ export async function loadTools(settings: Settings, verbose = false): Promise<Lo
   );
   const mcp = await connectMcpServers(settings.mcpServers, {
     reservedNames: reserved,
+    ...(settings.configFile !== undefined && { configFile: settings.configFile }),
     onWarning: (message) => process.stderr.write(`agentloop: warning: ${message}\n`),
     ...(verbose && {
       onServerLog: (server: string, line: string) => process.stderr.write(`[${server}] ${line}\n`),

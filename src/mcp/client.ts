@@ -1,8 +1,9 @@
 import type { Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import { defineTool, type JsonSchema, type Tool, type ToolContext } from "../tools/tool.js";
-import { configHint, type McpServerConfig, type McpTransportKind } from "./config.js";
+import type { McpServerConfig, McpTransportKind } from "./config.js";
 import { McpConnection } from "./connection.js";
+import { StartFailure } from "./failure.js";
 import { assignToolNames } from "./names.js";
 import { mcpResultToText } from "./result.js";
 
@@ -14,6 +15,11 @@ export interface ConnectMcpOptions {
    * agent's tool timeout (60 s by default) applies through the call's signal.
    */
   callTimeoutMs?: number;
+  /**
+   * The file the servers were configured in (e.g. `agentloop.json`, or the `--config` path),
+   * named in every error and warning about a server. Default: none named.
+   */
+  configFile?: string;
   /** Names already taken by built-in and local tools: they win every collision. */
   reservedNames?: readonly string[];
   /** Non-fatal problems: an optional server that failed, a renamed or skipped tool. Must not throw. */
@@ -64,8 +70,10 @@ const DEFAULT_STARTUP_TIMEOUT_MS = 30_000;
 /**
  * Starts every server in parallel and lists their tools.
  * @throws AgentloopError("mcp_start") naming the first server (in configuration order) that is
- * not `optional` and failed to start or to list its tools, after closing the others. An
- * optional server that fails is a warning and is left out.
+ * not `optional` and failed to start or to list its tools, after closing the others: one line
+ * with the config file, the true cause (command not found, exit code and last stderr lines, HTTP
+ * 401, nothing listening, timeout...) and what to check. An optional server that fails is a
+ * warning and is left out.
  */
 export async function connectMcpServers(
   servers: Readonly<Record<string, McpServerConfig>>,
@@ -90,6 +98,7 @@ export async function connectMcpServers(
         clientInfo: options.clientInfo ?? { name: "agentloop", version: "0.1.0" },
         startupTimeoutMs: options.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS,
         ...(options.callTimeoutMs !== undefined && { callTimeoutMs: options.callTimeoutMs }),
+        ...(options.configFile !== undefined && { configFile: options.configFile }),
         onToolsChanged: () => {
           if (ready && rebuild()) emitChanged();
         },
@@ -98,10 +107,13 @@ export async function connectMcpServers(
       }),
   );
   const failed = new Map<McpConnection, string>();
+  const fixes = new Map<McpConnection, string>();
   const results = await Promise.allSettled(connections.map((connection) => connection.start()));
   results.forEach((result, index) => {
-    if (result.status === "rejected")
-      failed.set(connections[index] as McpConnection, errorMessage(result.reason));
+    if (result.status === "fulfilled") return;
+    const connection = connections[index] as McpConnection;
+    failed.set(connection, errorMessage(result.reason));
+    if (result.reason instanceof StartFailure) fixes.set(connection, result.reason.fix);
   });
   const fatal = connections.find(
     (connection) => failed.has(connection) && connection.config.optional !== true,
@@ -110,11 +122,11 @@ export async function connectMcpServers(
     await Promise.all(connections.map((connection) => connection.close()));
     throw new AgentloopError(
       "mcp_start",
-      `MCP server '${fatal.name}' failed to start: ${failed.get(fatal)}. ${configHint(fatal.config)} or mark it "optional": true.`,
+      `${fatal.label} failed to start: ${failed.get(fatal)}. ${fixes.get(fatal) ?? "Check its configuration"}, or mark it "optional": true.`,
     );
   }
   for (const [connection, reason] of failed) {
-    warn(`MCP server '${connection.name}' failed to start and is skipped (it is optional): ${reason}.`);
+    warn(`${connection.label} failed to start and is skipped (it is optional): ${reason}.`);
     await connection.close();
   }
   const live = connections.filter((connection) => !failed.has(connection));

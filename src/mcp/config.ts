@@ -2,13 +2,19 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 
 /**
  * A server started as a child process and spoken to over stdin/stdout (the Claude Desktop,
- * Cursor and VS Code shape). The child gets a minimal environment (HOME, PATH, SHELL, TERM,
- * USER, LOGNAME) plus `env`; its stderr is captured and quoted when it fails to start.
+ * Cursor and VS Code shape). The child gets a filtered environment, then `env`: HOME, PATH,
+ * SHELL, TERM, USER, LOGNAME, proxies (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, ALL_PROXY, either
+ * case), CA bundles (NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE), npm's
+ * registry, cache and proxy settings, XDG_*, LANG, LC_*, TZ, TMPDIR, so `npx -y` works behind a
+ * proxy; never API keys, tokens, secrets, AGENTLOOP_*, OPENAI_* or ANTHROPIC_* unless `env` names
+ * them. It runs in its own process group, so closing ends everything it started. Its stderr is
+ * captured and quoted when it fails.
  */
 export interface McpStdioServerConfig {
   type?: "stdio";
   command: string;
   args?: string[];
+  /** Added to the inherited environment; wins over it and may name any variable. */
   env?: Record<string, string>;
   /** Working directory of the child; relative paths resolve against `process.cwd()`. */
   cwd?: string;
@@ -49,11 +55,4 @@ export function isStdioConfig(config: McpServerConfig): config is McpStdioServer
 
 export function isHttpConfig(config: McpServerConfig): config is McpHttpServerConfig {
   return "url" in config;
-}
-
-/** The hint that ends a startup error: what to check in the configuration. */
-export function configHint(config: McpServerConfig): string {
-  if (isStdioConfig(config)) return "Check its command in agentloop.json";
-  if (isHttpConfig(config)) return "Check its url in agentloop.json and that the server is running,";
-  return "Check its transport";
 }

@@ -8,15 +8,18 @@ import {
 import { errorMessage } from "../core/errors.js";
 import { redactSecrets } from "../core/redact.js";
 import type { ToolProgress } from "../tools/tool.js";
-import { trackChild, untrackChild } from "./children.js";
-import { isStdioConfig, type McpServerConfig, type McpTransportKind } from "./config.js";
-import { closeClient, isConnectionLoss, listAllTools, openClient } from "./transport.js";
+import type { McpServerConfig, McpTransportKind } from "./config.js";
+import { describeFailure, StartFailure, StartupTimeout } from "./failure.js";
+import { StdioTransport } from "./stdio.js";
+import { closeClient, listAllTools, openClient } from "./transport.js";
 
 export interface ConnectionOptions {
   clientInfo: { name: string; version: string };
   startupTimeoutMs: number;
   /** Limit of one `tools/call`; none of its own when absent (the caller's signal decides). */
   callTimeoutMs?: number;
+  /** The file the server was configured in, named in every error. */
+  configFile?: string;
   /** Called after the listed tools changed (a list_changed notification, or a restart). */
   onToolsChanged: () => void;
   onWarning: (message: string) => void;
@@ -25,6 +28,12 @@ export interface ConnectionOptions {
 }
 
 export type ConnectionState = "starting" | "up" | "down" | "closed";
+
+/** One attempt to reach the server: the client and the transport it speaks over. */
+interface Link {
+  client: Client;
+  transport: Transport;
+}
 
 /** Longest delay a Node timer accepts: "no limit" for the SDK's request timeout. */
 const NO_TIMEOUT = 2 ** 31 - 1;
@@ -38,10 +47,10 @@ export class McpConnection {
   kind: McpTransportKind | undefined;
   /** The tools the server listed last, in its order; tools that need MCP tasks are left out. */
   tools: readonly McpTool[] = [];
-  /** Pid of the stdio child while it runs. */
-  pid: number | undefined;
-  private client: Client | undefined;
-  private opening: Client | undefined;
+  /** `MCP server 'name' (file)`: how every message names this server. */
+  readonly label: string;
+  private link: Link | undefined;
+  private opening: Link | undefined;
   private starting: Promise<void> | undefined;
   private stderrTail = "";
   private refreshing = false;
@@ -52,9 +61,21 @@ export class McpConnection {
     readonly name: string,
     readonly config: McpServerConfig,
     private readonly options: ConnectionOptions,
-  ) {}
+  ) {
+    const file = options.configFile;
+    this.label = `MCP server '${name}'${file ? ` (${file})` : ""}`;
+  }
 
-  /** Connects and lists the tools within the startup timeout. Rejects with a one-line reason. */
+  /** Pid of the stdio child while it runs. */
+  get pid(): number | undefined {
+    const transport = this.link?.transport;
+    return transport instanceof StdioTransport && transport.exit === undefined ? transport.pid : undefined;
+  }
+
+  /**
+   * Connects and lists the tools within the startup timeout.
+   * Rejects with a `StartFailure`: a one-line reason and what to check.
+   */
   start(): Promise<void> {
     this.starting ??= this.open().finally(() => {
       this.starting = undefined;
@@ -63,29 +84,29 @@ export class McpConnection {
   }
 
   /**
-   * Calls a tool by its original name. Rejects with a message naming the server when the
-   * server is down and cannot be restarted, drops the connection, or fails the request.
+   * Calls a tool by its original name. Rejects with one line naming the server, the cause and,
+   * when the configuration can help, the fix: the server is down and cannot be restarted, drops
+   * the connection, exits, answers 401, sends a result over the size limit, times out.
    */
   async call(
     tool: string,
     args: Record<string, unknown>,
     options: { signal?: AbortSignal; onProgress?: (progress: ToolProgress) => void },
   ): Promise<CallToolResult> {
-    if (this.state === "closed") throw new Error(`MCP server '${this.name}' is closed.`);
-    if (!this.client) {
+    if (this.state === "closed") throw new Error(`${this.label} is closed.`);
+    if (!this.link) {
       try {
         await this.start();
       } catch (error) {
-        throw new Error(
-          `MCP server '${this.name}' stopped and could not be restarted: ${errorMessage(error)}`,
-        );
+        const fix = error instanceof StartFailure ? ` ${error.fix}.` : "";
+        throw new Error(`${this.label} stopped and could not be restarted: ${errorMessage(error)}.${fix}`);
       }
     }
-    const client = this.client;
-    if (!client) throw new Error(`MCP server '${this.name}' is not running.`);
+    const link = this.link;
+    if (!link) throw new Error(`${this.label} is not running.`);
     const { signal, onProgress } = options;
     try {
-      return (await client.callTool({ name: tool, arguments: args }, undefined, {
+      return (await link.client.callTool({ name: tool, arguments: args }, undefined, {
         timeout: this.options.callTimeoutMs ?? NO_TIMEOUT,
         ...(signal && { signal }),
         ...(onProgress && {
@@ -98,29 +119,24 @@ export class McpConnection {
         }),
       })) as CallToolResult;
     } catch (error) {
-      if (signal?.aborted)
-        throw new Error(`The call to '${tool}' on MCP server '${this.name}' was cancelled.`);
-      if (isConnectionLoss(error)) {
-        this.drop(client);
-        throw new Error(
-          `MCP server '${this.name}' stopped during the call to '${tool}': ${this.reason(error)}. It will be restarted on the next call.`,
-        );
-      }
-      throw new Error(
-        `MCP server '${this.name}' could not run '${tool}': ${this.redact(errorMessage(error))}`,
-      );
+      if (signal?.aborted) throw new Error(`The call to '${tool}' on ${this.label} was cancelled.`);
+      // Read again: close() may have run while the call was in flight.
+      if ((this.state as ConnectionState) === "closed")
+        throw new Error(`${this.label} was closed during the call to '${tool}'.`);
+      const { reason, fix, lost } = this.describe(error, link.transport, "call");
+      if (lost) this.drop(link);
+      throw new Error(`${this.label} could not run '${tool}': ${reason}.${fix ? ` ${fix}.` : ""}`);
     }
   }
 
-  /** Closes the connection and ends the child process. Idempotent; never rejects. */
+  /** Closes the connection and ends the child's process tree. Idempotent; never rejects. */
   async close(): Promise<void> {
     if (this.state === "closed") return;
     this.state = "closed";
-    const clients = [this.client, this.opening];
-    this.client = undefined;
-    await Promise.all(clients.map((client) => closeClient(client)));
+    const links = [this.link, this.opening];
+    this.link = undefined;
+    await Promise.all(links.map((link) => closeClient(link?.client, link?.transport)));
     await this.starting?.catch(() => {});
-    this.forgetChild();
   }
 
   private async open(): Promise<void> {
@@ -128,74 +144,77 @@ export class McpConnection {
     this.stderrTail = "";
     let timer: NodeJS.Timeout | undefined;
     const work = (async () => {
-      const connected = await this.connect();
-      return { ...connected, tools: await listAllTools(connected.client, startupTimeoutMs) };
+      const { client, kind } = await openClient(this.config, (transport) => this.attach(transport), {
+        onStderr: (text) => this.onStderr(text),
+      });
+      return { client, kind, tools: await listAllTools(client, startupTimeoutMs) };
     })();
     const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`no answer within ${startupTimeoutMs / 1000} s`)),
-        startupTimeoutMs,
-      );
+      timer = setTimeout(() => reject(new StartupTimeout(startupTimeoutMs)), startupTimeoutMs);
     });
     try {
-      const { client, kind, tools } = await Promise.race([work, expired]);
+      const { kind, tools } = await Promise.race([work, expired]);
       if (this.state === "closed") throw new Error("the connection was closed while starting");
-      this.client = client;
+      this.link = this.opening;
       this.kind = kind;
       this.state = "up";
       this.setTools(tools);
     } catch (error) {
       work.catch(() => {});
       const opening = this.opening;
-      this.forgetChild();
-      await closeClient(opening);
-      throw new Error(this.reason(error));
+      await closeClient(opening?.client, opening?.transport);
+      const { reason, fix } = this.describe(error, opening?.transport, "start");
+      throw new StartFailure(reason, fix ?? "Check its configuration");
     } finally {
       clearTimeout(timer);
       this.opening = undefined;
     }
   }
 
-  private async connect(): Promise<{ client: Client; kind: McpTransportKind }> {
-    const opened = await openClient(this.config, (transport) => this.attach(transport), {
-      onStderr: (text) => this.onStderr(text),
-    });
-    if (opened.pid !== undefined && this.state !== "closed") {
-      this.pid = opened.pid;
-      trackChild(opened.pid);
-    }
-    return opened;
-  }
-
   /** Connects a new client over `transport`, watching for its loss and for tool list changes. */
   private async attach(transport: Transport): Promise<Client> {
     const client = new Client(this.options.clientInfo, { capabilities: {} });
-    this.opening = client;
-    client.onclose = () => this.lost(client);
+    const link = { client, transport };
+    this.opening = link;
+    client.onclose = () => this.lost(link);
     // Transport errors also surface as failed requests or a close; nothing to add here.
     client.onerror = () => {};
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.refresh(client));
-    await client.connect(transport, { timeout: this.options.startupTimeoutMs });
+    try {
+      await client.connect(transport, { timeout: this.options.startupTimeoutMs });
+    } catch (error) {
+      await closeClient(client, transport);
+      throw error;
+    }
     return client;
   }
 
-  private lost(client: Client): void {
-    if (client !== this.client) return;
-    this.client = undefined;
-    this.forgetChild();
+  private lost(link: Link): void {
+    if (link !== this.link) return;
+    this.link = undefined;
     if (this.state === "up") this.state = "down";
+    // A stdio server's process tree may outlive the connection: end what is left of it.
+    void closeClient(undefined, link.transport);
   }
 
   /** Abandons a connection that failed mid-call, so the next call restarts the server. */
-  private drop(client: Client): void {
-    if (client !== this.client) return;
-    this.lost(client);
-    void closeClient(client);
+  private drop(link: Link): void {
+    if (link !== this.link) return;
+    this.lost(link);
+    void closeClient(link.client, link.transport);
   }
 
-  private forgetChild(): void {
-    if (this.pid !== undefined) untrackChild(this.pid);
-    this.pid = undefined;
+  private describe(error: unknown, transport: Transport | undefined, phase: "start" | "call") {
+    const failure = describeFailure(error, {
+      config: this.config,
+      transport,
+      stderr: this.stderrTail,
+      phase,
+    });
+    return {
+      ...failure,
+      reason: this.redact(failure.reason),
+    };
   }
 
   private async refresh(client: Client): Promise<void> {
@@ -209,14 +228,14 @@ export class McpConnection {
       await this.starting?.catch(() => {});
       do {
         this.refreshAgain = false;
-        if (client !== this.client) return;
+        if (client !== this.link?.client) return;
         const tools = await listAllTools(client, this.options.startupTimeoutMs);
-        if (client === this.client) this.setTools(tools);
+        if (client === this.link?.client) this.setTools(tools);
       } while (this.refreshAgain);
     } catch (error) {
-      if (client === this.client) {
+      if (client === this.link?.client) {
         this.options.onWarning(
-          `MCP server '${this.name}' announced new tools but listing them failed: ${errorMessage(error)}`,
+          `${this.label} announced new tools but listing them failed: ${errorMessage(error)}`,
         );
       }
     } finally {
@@ -244,17 +263,6 @@ export class McpConnection {
     this.stderrTail = (this.stderrTail + text).slice(-2000);
     if (!this.options.onStderr) return;
     for (const line of text.split(/\r?\n/)) if (line.trim() !== "") this.options.onStderr(line);
-  }
-
-  /** One line: why the server failed, with the end of its stderr when it said something. */
-  private reason(error: unknown): string {
-    const code = (error as { code?: unknown }).code;
-    let reason = errorMessage(error);
-    if (code === "ENOENT" && isStdioConfig(this.config))
-      reason = `command '${this.config.command}' not found`;
-    else if (isConnectionLoss(error)) reason = "the server closed the connection";
-    const said = this.stderrTail.replace(/\s+/g, " ").trim();
-    return this.redact(said === "" ? reason : `${reason} (stderr: ${said.slice(-300)})`);
   }
 
   /** Hides header values and secret-looking env values (keys, tokens, passwords) of the config. */

@@ -1,36 +1,35 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport, SseError } from "@modelcontextprotocol/sdk/client/sse.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import {
   StreamableHTTPClientTransport,
   StreamableHTTPError,
 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, type Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
-import { errorMessage } from "../core/errors.js";
+import type { Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { isHttpConfig, isStdioConfig, type McpServerConfig, type McpTransportKind } from "./config.js";
+import { childEnvironment } from "./env.js";
+import { StdioTransport } from "./stdio.js";
 
 /**
- * Opens a client for one configured server: spawns a stdio child, or tries Streamable HTTP
- * and, on a 4xx answer, the older HTTP+SSE transport (unless `type` forces one). `attach`
- * connects a new client over a transport and must close it when the handshake fails.
+ * Opens a client for one configured server: spawns a stdio child (in its own process group, with
+ * the environment of `childEnvironment`), or tries Streamable HTTP and, on a 4xx answer other
+ * than 401/403, the older HTTP+SSE transport (unless `type` forces one). `attach` connects a new
+ * client over a transport and must close it when the handshake fails.
  */
 export async function openClient(
   config: McpServerConfig,
   attach: (transport: Transport) => Promise<Client>,
   hooks: { onStderr: (text: string) => void },
-): Promise<{ client: Client; kind: McpTransportKind; pid?: number }> {
+): Promise<{ client: Client; kind: McpTransportKind }> {
   if (isStdioConfig(config)) {
-    const transport = new StdioClientTransport({
+    const transport = new StdioTransport({
       command: config.command,
       args: config.args ?? [],
-      ...(config.env && { env: config.env }),
+      env: childEnvironment(config.env),
       ...(config.cwd !== undefined && { cwd: config.cwd }),
-      stderr: "pipe",
+      onStderr: hooks.onStderr,
     });
-    transport.stderr?.on("data", (chunk: Buffer) => hooks.onStderr(chunk.toString("utf8")));
-    const client = await attach(transport);
-    return { client, kind: "stdio", ...(transport.pid !== null && { pid: transport.pid }) };
+    return { client: await attach(transport), kind: "stdio" };
   }
   if (isHttpConfig(config)) {
     const url = new URL(config.url);
@@ -44,7 +43,9 @@ export async function openClient(
       try {
         return { client: await attach(new SSEClientTransport(url, init)), kind: "sse" };
       } catch (sseError) {
-        throw new Error(`Streamable HTTP: ${errorMessage(error)}; SSE: ${errorMessage(sseError)}`);
+        // The Streamable HTTP answer says more, unless the SSE endpoint asked for credentials.
+        const auth = sseError instanceof SseError && (sseError.code === 401 || sseError.code === 403);
+        throw auth ? sseError : error;
       }
     }
   }
@@ -64,28 +65,31 @@ export async function listAllTools(client: Client, timeout: number): Promise<Mcp
   return tools;
 }
 
-/** The connection is gone (as opposed to the server answering with an error). */
-export function isConnectionLoss(error: unknown): boolean {
-  if (error instanceof McpError)
-    return error.code === ErrorCode.ConnectionClosed && /Connection closed/.test(error.message);
-  if (error instanceof StreamableHTTPError || error instanceof SseError) return true;
-  return error instanceof Error && (error.message === "Not connected" || error.message === "fetch failed");
-}
-
 function isHttp4xx(error: unknown): boolean {
   return (
-    error instanceof StreamableHTTPError && error.code !== undefined && error.code >= 400 && error.code < 500
+    error instanceof StreamableHTTPError &&
+    error.code !== undefined &&
+    error.code >= 400 &&
+    error.code < 500 &&
+    error.code !== 401 &&
+    error.code !== 403
   );
 }
 
-export async function closeClient(client: Client | undefined): Promise<void> {
-  if (!client) return;
-  const transport = client.transport;
+/**
+ * Closes a client and its transport, even one the client already let go of after a loss (a
+ * stdio transport then still ends what is left of the child's process tree).
+ */
+export async function closeClient(
+  client: Client | undefined,
+  transport: Transport | undefined,
+): Promise<void> {
   if (transport instanceof StreamableHTTPClientTransport && transport.sessionId !== undefined) {
     // Ends the server-side session; a server that is gone must not delay the close.
     await Promise.race([transport.terminateSession().catch(() => {}), delay(1000)]);
   }
-  await client.close().catch(() => {});
+  await client?.close().catch(() => {});
+  if (transport instanceof StdioTransport) await transport.close();
 }
 
 function delay(ms: number): Promise<void> {

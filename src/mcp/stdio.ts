@@ -1,0 +1,149 @@
+import type { ChildProcess } from "node:child_process";
+import {
+  ReadBuffer,
+  STDIO_DEFAULT_MAX_BUFFER_SIZE,
+  serializeMessage,
+} from "@modelcontextprotocol/sdk/shared/stdio.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import spawn from "cross-spawn";
+import { ownProcessGroup, signalTree, trackChild, untrackChild } from "./children.js";
+
+/** The largest message a stdio server may send: the SDK's read buffer limit (10 MB). */
+export const MAX_STDIO_MESSAGE_BYTES = STDIO_DEFAULT_MAX_BUFFER_SIZE;
+
+/** After stdin closes, how long a server has to exit before SIGTERM, then before SIGKILL. */
+const GRACE_MS = 1000;
+const POLL_MS = 25;
+
+export interface StdioParams {
+  command: string;
+  args: readonly string[];
+  env: Record<string, string>;
+  cwd?: string;
+  onStderr: (text: string) => void;
+}
+
+/**
+ * The client side of an MCP stdio connection, framed like the SDK's `StdioClientTransport`
+ * (whose `ReadBuffer` it uses), with what that transport lacks: the server runs in its own
+ * process group, so `close()` ends the whole tree (stdin closed, then SIGTERM, then SIGKILL, a
+ * second apart) even when it is busy or ignores SIGTERM; how the server ended (`exit`) and
+ * whether it sent a message over the size limit (`oversized`) stay readable after the close.
+ */
+export class StdioTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+  /** The child's pid once it started. */
+  pid: number | undefined;
+  /** How the child ended, once it did. */
+  exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  /** The child sent a message larger than `MAX_STDIO_MESSAGE_BYTES`; the transport closed. */
+  oversized = false;
+  private child: ChildProcess | undefined;
+  private readonly buffer = new ReadBuffer();
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly params: StdioParams) {}
+
+  start(): Promise<void> {
+    const { command, args, env, cwd, onStderr } = this.params;
+    return new Promise((resolve, reject) => {
+      const child = spawn(command, args, {
+        env,
+        ...(cwd !== undefined && { cwd }),
+        stdio: ["pipe", "pipe", "pipe"],
+        detached: ownProcessGroup,
+        windowsHide: true,
+      });
+      this.child = child;
+      child.on("error", (error) => {
+        if (this.pid === undefined) reject(error);
+        else this.onerror?.(error);
+      });
+      child.once("spawn", () => {
+        this.pid = child.pid;
+        if (this.pid !== undefined) trackChild(this.pid);
+        resolve();
+      });
+      child.once("exit", (code, signal) => {
+        this.exit = { code, signal };
+        // What the server started may live on holding our pipes, so "close" would never come.
+        void this.close();
+      });
+      child.once("close", () => {
+        this.child = undefined;
+        this.buffer.clear();
+        if (this.pid !== undefined && !signalTree(this.pid, 0)) untrackChild(this.pid);
+        this.onclose?.();
+      });
+      child.stdin?.on("error", (error) => this.onerror?.(error));
+      child.stdout?.on("data", (chunk: Buffer) => this.receive(chunk));
+      child.stderr?.on("data", (chunk: Buffer) => onStderr(chunk.toString("utf8")));
+    });
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const stdin = this.child?.stdin;
+      if (!stdin?.writable) reject(new Error("Not connected"));
+      else if (stdin.write(serializeMessage(message))) resolve();
+      else stdin.once("drain", resolve);
+    });
+  }
+
+  /** Ends the child's process tree; resolves once it is gone. Idempotent; never rejects. */
+  close(): Promise<void> {
+    this.closing ??= this.stop();
+    return this.closing;
+  }
+
+  private receive(chunk: Buffer): void {
+    if (this.oversized) return; // the rest of that message
+    try {
+      this.buffer.append(chunk);
+    } catch (error) {
+      this.oversized = true;
+      this.onerror?.(error as Error);
+      void this.close();
+      return;
+    }
+    while (true) {
+      let message: JSONRPCMessage | null;
+      try {
+        message = this.buffer.readMessage();
+      } catch (error) {
+        this.onerror?.(error as Error); // a line that is not JSON-RPC: skipped
+        continue;
+      }
+      if (message === null) break;
+      this.onmessage?.(message);
+    }
+  }
+
+  private async stop(): Promise<void> {
+    const pid = this.pid;
+    if (pid === undefined) return;
+    this.child?.stdin?.end();
+    if (!(await this.gone(GRACE_MS))) {
+      signalTree(pid, "SIGTERM");
+      if (!(await this.gone(GRACE_MS))) {
+        signalTree(pid, "SIGKILL");
+        await this.gone(GRACE_MS);
+      }
+    }
+    untrackChild(pid);
+  }
+
+  /** Waits up to `ms` for the child to exit and, outside Windows, for its whole group to end. */
+  private async gone(ms: number): Promise<boolean> {
+    const pid = this.pid as number;
+    for (let waited = 0; ; waited += POLL_MS) {
+      if (this.exit !== undefined && (!ownProcessGroup || !signalTree(pid, 0))) return true;
+      if (waited >= ms) return false;
+      // Not unref'd: a process that awaits close() before exiting must live until the tree is gone.
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+  }
+}

@@ -1,0 +1,48 @@
+// A stdio MCP server for the MCP client's tests, run as `node mcp-test-server.mjs [--ignore-sigterm]`.
+// Tools: `env` (the environment it got, as JSON), `big` (a text of `bytes` characters),
+// `busy` (starts a grandchild that shares its stdout and stderr, reports both pids as a progress
+// message, then never answers).
+// With --ignore-sigterm it, and the grandchild `busy` starts, ignore SIGTERM and stdin's end.
+import { spawn } from "node:child_process";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { z } from "zod";
+
+const stubborn = process.argv.includes("--ignore-sigterm");
+if (stubborn) {
+  process.on("SIGTERM", () => console.error("SIGTERM ignored"));
+  setInterval(() => {}, 1000);
+}
+
+const text = (value) => ({ content: [{ type: "text", text: value }] });
+const server = new McpServer({ name: "test-server", version: "1.0.0" });
+
+server.registerTool("env", { description: "The server's environment as JSON." }, () =>
+  text(JSON.stringify(process.env)),
+);
+
+server.registerTool(
+  "big",
+  { description: "A text of the given length.", inputSchema: { bytes: z.number().int().positive() } },
+  ({ bytes }) => text("x".repeat(bytes)),
+);
+
+server.registerTool("busy", { description: "Never answers." }, async (extra) => {
+  const grandchild = spawn(
+    process.execPath,
+    ["-e", `${stubborn ? "process.on('SIGTERM', () => {});" : ""} setInterval(() => {}, 1000);`],
+    { stdio: ["ignore", "inherit", "inherit"] }, // holds the server's stdout and stderr
+  );
+  await new Promise((resolve) => grandchild.once("spawn", resolve));
+  const progressToken = extra._meta?.progressToken;
+  if (progressToken !== undefined) {
+    await extra.sendNotification({
+      method: "notifications/progress",
+      params: { progressToken, progress: 1, message: JSON.stringify([process.pid, grandchild.pid]) },
+    });
+  }
+  return new Promise(() => {});
+});
+
+await server.connect(new StdioServerTransport());
+console.error("test-server ready");
