@@ -161,7 +161,9 @@ export class Agent {
     const o = this.options;
     const budget = { ...o.budget, ...options.budget };
     if (options.budget) this.checkBudget(budget);
-    const signals = [options.signal, budget.timeoutMs ? AbortSignal.timeout(budget.timeoutMs) : undefined];
+    // Node fires a timer longer than 2^31-1 ms (24.8 days) at once: such a limit is no limit.
+    const limited = budget.timeoutMs !== undefined && budget.timeoutMs <= 2 ** 31 - 1;
+    const signals = [options.signal, limited ? AbortSignal.timeout(budget.timeoutMs as number) : undefined];
     const active = signals.filter((s): s is AbortSignal => s !== undefined);
     const history: Message[] = [...(options.history ?? []), { role: "user", content: input }];
     const events = runLoop({
