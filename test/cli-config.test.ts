@@ -175,6 +175,7 @@ describe("MCP entries pasted from Claude Desktop, Cursor and VS Code", () => {
           command: process.execPath,
           args: [USERS_SERVER],
           env: { LOG_LEVEL: 2, UNSET_ME: null },
+          // biome-ignore lint/suspicious/noTemplateCurlyInString: VS Code's own variable syntax
           envFile: "${workspaceFolder}/.env",
           dev: { watch: "src/**/*.ts" },
         },
