@@ -249,7 +249,9 @@ describe("agentloop usage errors", () => {
       env: { OPENAI_API_KEY: KEY },
     });
     expect(typed.code).toBe(2);
-    expect(typed.stderr).toMatch(/^agentloop: bad.json: 'maxIterations' is invalid/);
+    expect(typed.stderr).toBe(
+      "agentloop: 'maxIterations' in bad.json is invalid: expected number, received string.\n",
+    );
     const missing = await runCli(["run", "--config", "nope.json", "hi"], {
       cwd: dir,
       env: { OPENAI_API_KEY: KEY },

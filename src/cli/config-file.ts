@@ -1,14 +1,10 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
-import { Socket } from "node:net";
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { parseEnv } from "node:util";
 import { z } from "zod";
-import { AgentloopError, errorMessage } from "../core/errors.js";
+import { AgentloopError } from "../core/errors.js";
 import type { McpServerConfig } from "../mcp/config.js";
-
-/** A config file (and an `envFile`) larger than this is refused rather than read. */
-export const MAX_CONFIG_BYTES = 1024 * 1024;
+import { readConfigText, readConfigTextSync } from "./read-config.js";
 
 const price = z.strictObject({
   input: z.number().nonnegative(),
@@ -87,7 +83,7 @@ export async function loadConfigFile(
 ): Promise<{ path?: string; name: string; config: ConfigFile; notes: string[] }> {
   const name = explicitPath ?? "agentloop.json";
   const path = resolve(cwd, name);
-  const text = await readCapped(path, name, explicitPath !== undefined);
+  const text = await readConfigText(path, name, explicitPath !== undefined);
   if (text === undefined) return { name, config: {}, notes: [] };
   if (text.trim() === "") {
     throw new AgentloopError(
@@ -174,8 +170,8 @@ function serverEntry(
       ...(optional !== undefined && { optional }),
     };
   }
-  const { command, args, cwd: dir, optional, type } = parsed.data as z.infer<typeof stdioEntry>;
-  const env = environment(parsed.data as z.infer<typeof stdioEntry>, where, file, cwd);
+  const { command, args, cwd: dir, optional, type } = parsed.data;
+  const env = environment(parsed.data, where, file, cwd);
   return {
     command,
     ...(type && { type }),
@@ -201,7 +197,7 @@ function environment(
       cwd,
       entry.envFile.replace(/\$\{workspaceFolder\}/g, cwd).replace(/\$\{userHome\}/g, homedir()),
     );
-    const text = readCappedSync(path, `'${where}.envFile' (${entry.envFile}) in ${file}`);
+    const text = readConfigTextSync(path, `'${where}.envFile' (${entry.envFile}) in ${file}`);
     Object.assign(env, parseEnv(text));
   }
   for (const [key, value] of Object.entries(entry.env ?? {})) {
@@ -226,14 +222,17 @@ function describeIssue(
   knownKeys: readonly string[],
   prefix?: string,
 ): string {
-  if (!issue) return `${file}: invalid configuration.`;
+  if (!issue) return `${file} is not a valid configuration.`;
   const where = [...(prefix ? [prefix] : []), ...issue.path.map(String)].join(".");
   if (issue.code === "unrecognized_keys") {
     const keys = issue.keys.map((key) => (where ? `${where}.${key}` : key));
     const candidates = issue.path.length === 0 ? knownKeys : [];
     return unknownKeys(keys, issue.keys, candidates, file);
   }
-  return `${file}: '${where || "(root)"}' is invalid: ${issue.message}.`;
+  const message = issue.message.replace(/^Invalid input: /, "");
+  return where
+    ? `'${where}' in ${file} is invalid: ${message}.`
+    : `${file} must hold a JSON object: ${message}.`;
 }
 
 const quoted = (items: readonly string[]) =>
@@ -291,128 +290,3 @@ function editDistance(a: string, b: string): number {
   }
   return (d[a.length] as number[])[b.length] as number;
 }
-
-/**
- * The text of a config file, at most MAX_CONFIG_BYTES, without a UTF-8 BOM; undefined when it
- * does not exist and need not. A FIFO is read without waiting for a writer (none: empty).
- */
-async function readCapped(path: string, name: string, mustExist: boolean): Promise<string | undefined> {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" && !mustExist) return undefined;
-    if (code === "ENOENT")
-      throw new AgentloopError("config", `Config file not found: ${name}. Check the --config path.`);
-    throw new AgentloopError(
-      "config",
-      `Cannot read ${name} (${code ?? (error as Error).message}). Check the --config path.`,
-    );
-  }
-  const stat = fstatSync(fd);
-  if (stat.isFIFO() || stat.isSocket()) return text(await readPipe(fd, name));
-  try {
-    return text(readFd(fd, name));
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function readCappedSync(path: string, name: string): string {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch (error) {
-    throw new AgentloopError(
-      "config",
-      `Cannot read ${name}: ${(error as NodeJS.ErrnoException).code ?? "error"}.`,
-    );
-  }
-  try {
-    return text(readFd(fd, name));
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function readFd(fd: number, name: string): Buffer {
-  if (fstatSync(fd).isDirectory())
-    throw new AgentloopError("config", `${name} is a directory: pass a JSON file.`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    while (size <= MAX_CONFIG_BYTES) {
-      const chunk = Buffer.allocUnsafe(64 * 1024);
-      const n = readSync(fd, chunk, 0, chunk.length, null);
-      if (n === 0) break;
-      chunks.push(chunk.subarray(0, n));
-      size += n;
-    }
-  } catch (error) {
-    throw new AgentloopError(
-      "config",
-      `Cannot read ${name} (${(error as NodeJS.ErrnoException).code}): pass a JSON file.`,
-    );
-  }
-  if (size > MAX_CONFIG_BYTES) throw tooLarge(name);
-  return Buffer.concat(chunks, size);
-}
-
-/**
- * A FIFO or socket. Without a writer a FIFO reads as empty at once (epoll would wait for one
- * forever); with one, its data is awaited.
- */
-async function readPipe(fd: number, name: string): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const add = (chunk: Buffer) => {
-    size += chunk.length;
-    chunks.push(chunk);
-    if (size > MAX_CONFIG_BYTES) throw tooLarge(name);
-  };
-  try {
-    while (true) {
-      const chunk = Buffer.allocUnsafe(64 * 1024);
-      const n = readSync(fd, chunk, 0, chunk.length, null);
-      if (n === 0) {
-        closeSync(fd);
-        return Buffer.concat(chunks, size);
-      }
-      add(chunk.subarray(0, n));
-    }
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EAGAIN") {
-      closeSync(fd);
-      throw error instanceof AgentloopError
-        ? error
-        : new AgentloopError("config", `Cannot read ${name}: ${errorMessage(error)}.`);
-    }
-  }
-  const socket = new Socket({ fd, readable: true, writable: false });
-  return new Promise((resolve, reject) => {
-    socket.on("data", (chunk: Buffer) => {
-      try {
-        add(chunk);
-      } catch (error) {
-        socket.destroy();
-        reject(error);
-      }
-    });
-    socket.on("end", () => resolve(Buffer.concat(chunks, size)));
-    socket.on("error", (error) =>
-      reject(new AgentloopError("config", `Cannot read ${name}: ${error.message}.`)),
-    );
-  });
-}
-
-const tooLarge = (name: string) =>
-  new AgentloopError(
-    "config",
-    `${name} is larger than 1 MiB, the limit for a config file: check the --config path.`,
-  );
-
-const text = (bytes: Buffer) => {
-  const decoded = bytes.toString("utf8");
-  return decoded.charCodeAt(0) === 0xfeff ? decoded.slice(1) : decoded;
-};
