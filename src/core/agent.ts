@@ -162,8 +162,9 @@ export class Agent {
     const budget = { ...o.budget, ...options.budget };
     if (options.budget) this.checkBudget(budget);
     // Node fires a timer longer than 2^31-1 ms (24.8 days) at once: such a limit is no limit.
-    const limited = budget.timeoutMs !== undefined && budget.timeoutMs <= 2 ** 31 - 1;
-    const signals = [options.signal, limited ? AbortSignal.timeout(budget.timeoutMs as number) : undefined];
+    const { timeoutMs } = budget;
+    const timer = timeoutMs && timeoutMs <= 2 ** 31 - 1 ? AbortSignal.timeout(timeoutMs) : undefined;
+    const signals = [options.signal, timer];
     const active = signals.filter((s): s is AbortSignal => s !== undefined);
     const history: Message[] = [...(options.history ?? []), { role: "user", content: input }];
     const events = runLoop({
