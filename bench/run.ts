@@ -4,6 +4,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { Bench } from "tinybench";
+import { cliStart } from "./cli-start.ts";
 import { RUNNERS, type Runner } from "./peers.ts";
 import { concurrency, httpEndToEnd, parallelTools, serverRps } from "./scenarios.ts";
 import { chart } from "./svg.ts";
@@ -165,6 +166,8 @@ process.stderr.write("concurrent sessions...\n");
 sections.push(await concurrency(quick ? [100, 1_000] : [1_000, 10_000]));
 process.stderr.write("server requests per second...\n");
 sections.push(await serverRps(quick ? 2 : 5));
+process.stderr.write("CLI start-up...\n");
+sections.push(cliStart(quick ? 5 : 20));
 
 // Targets (SPEC section 7 and the issue), judged from the numbers above.
 const targets: string[] = [];

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
-import { CLI } from "./helpers.js";
+import { CLI, runCli } from "./helpers.js";
 
 let server: FakeOpenAIServer | undefined;
 const children: ChildProcess[] = [];
@@ -126,5 +126,19 @@ describe("agentloop chat in a terminal", () => {
     await chat.waitFor("Trip to Lisbon planned.");
     chat.type("/exit\r");
     expect(await chat.exited).toBe(0);
+  });
+});
+
+describe("agentloop chat with piped input", () => {
+  it("answers every line in order, keeping the conversation, then exits 0 at the end of input", async () => {
+    server = await startFakeOpenAIServer({
+      respond: (request) => ({ text: `You said ${request.body.messages.at(-1).content}.` }),
+    });
+    const env = { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+    const run = await runCli(["chat"], { env, input: "first\nsecond\n\nthird" });
+    expect(run).toMatchObject({ code: 0, stdout: "You said first.\nYou said second.\nYou said third.\n" });
+    expect(server.requests).toHaveLength(3);
+    const last = server.requests[2]?.body.messages.map((m: { role: string; content: string }) => m.content);
+    expect(last).toEqual(["first", "You said first.", "second", "You said second.", "third"]);
   });
 });

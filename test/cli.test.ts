@@ -240,14 +240,18 @@ describe("agentloop usage errors", () => {
     writeFileSync(join(dir, "agentloop.json"), JSON.stringify({ model: "m", maxIteratons: 3 }));
     const unknown = await runCli(["run", "hi"], { cwd: dir, env: { OPENAI_API_KEY: KEY } });
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/^agentloop: agentloop.json: unknown key 'maxIteratons'/);
+    expect(unknown.stderr).toBe(
+      "agentloop: unknown key 'maxIteratons' in agentloop.json: did you mean 'maxIterations'?\n",
+    );
     writeFileSync(join(dir, "bad.json"), JSON.stringify({ maxIterations: "ten" }));
     const typed = await runCli(["run", "--config", "bad.json", "hi"], {
       cwd: dir,
       env: { OPENAI_API_KEY: KEY },
     });
     expect(typed.code).toBe(2);
-    expect(typed.stderr).toMatch(/^agentloop: bad.json: 'maxIterations' is invalid/);
+    expect(typed.stderr).toBe(
+      "agentloop: 'maxIterations' in bad.json is invalid: expected number, received string.\n",
+    );
     const missing = await runCli(["run", "--config", "nope.json", "hi"], {
       cwd: dir,
       env: { OPENAI_API_KEY: KEY },

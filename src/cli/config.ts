@@ -1,90 +1,9 @@
-import { existsSync, readFileSync } from "node:fs";
-import { resolve } from "node:path";
-import { z } from "zod";
 import { AgentloopError } from "../core/errors.js";
+import type { McpServerConfig } from "../mcp/config.js";
+import type { PriceTable } from "../models/pricing.js";
+import { type ConfigFile, isHttpUrl } from "./config-file.js";
 
-const stdioServer = z.strictObject({
-  command: z.string().min(1),
-  args: z.array(z.string()).optional(),
-  env: z.record(z.string(), z.string()).optional(),
-  cwd: z.string().optional(),
-  optional: z.boolean().optional(),
-  type: z.literal("stdio").optional(),
-});
-const httpServer = z.strictObject({
-  url: z.url(),
-  headers: z.record(z.string(), z.string()).optional(),
-  optional: z.boolean().optional(),
-  type: z.enum(["http", "streamable-http", "sse"]).optional(),
-});
-
-/** The shape of `agentloop.json` (SPEC section 5). Unknown keys are errors. */
-export const configFileSchema = z.strictObject({
-  $schema: z.string().optional(),
-  model: z.string().min(1).optional(),
-  provider: z.enum(["openai", "anthropic"]).optional(),
-  baseUrl: z.url().optional(),
-  azure: z
-    .strictObject({ apiVersion: z.string().min(1), deployment: z.string().min(1).optional() })
-    .optional(),
-  instructions: z.string().optional(),
-  maxIterations: z.number().int().positive().optional(),
-  maxContextTokens: z.number().int().positive().optional(),
-  tokenBudget: z.number().int().positive().optional(),
-  costBudget: z.number().positive().optional(),
-  timeout: z.number().positive().optional(),
-  mode: z.enum(["natural", "explicit"]).optional(),
-  toolProtocol: z.enum(["native", "xml"]).optional(),
-  builtinTools: z.boolean().optional(),
-  mcpServers: z.record(z.string(), z.union([stdioServer, httpServer])).optional(),
-});
-
-export type ConfigFile = z.infer<typeof configFileSchema>;
-
-/**
- * Reads the config file: `explicitPath` when given (it must exist), else `./agentloop.json`
- * when present, else an empty config.
- * @throws AgentloopError("config") with one line naming the file and the key.
- */
-export function loadConfigFile(
-  explicitPath: string | undefined,
-  cwd = process.cwd(),
-): { path?: string; config: ConfigFile } {
-  const path = resolve(cwd, explicitPath ?? "agentloop.json");
-  if (!existsSync(path)) {
-    if (explicitPath === undefined) return { config: {} };
-    throw new AgentloopError("config", `Config file not found: ${explicitPath}. Check the --config path.`);
-  }
-  const name = explicitPath ?? "agentloop.json";
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, "utf8"));
-  } catch (error) {
-    const detail = error instanceof Error ? error.message : String(error);
-    throw new AgentloopError(
-      "config",
-      `${name} is not valid JSON (${detail}). Fix the file or pass another --config.`,
-    );
-  }
-  const parsed = configFileSchema.safeParse(raw);
-  if (!parsed.success) {
-    throw new AgentloopError("config", `${name}: ${describeIssue(parsed.error.issues[0])}`);
-  }
-  return { path, config: parsed.data };
-}
-
-function describeIssue(issue: z.core.$ZodIssue | undefined): string {
-  if (!issue) return "invalid configuration.";
-  const where = issue.path.map(String).join(".");
-  if (issue.code === "unrecognized_keys") {
-    const keys = issue.keys.map((key) => (where ? `${where}.${key}` : key));
-    return `unknown key '${keys.join("', '")}'. Remove it or check its spelling (see the README's config section).`;
-  }
-  if (issue.code === "invalid_union" && where.startsWith("mcpServers.")) {
-    return `'${where}' must have either "command" (stdio) or "url" (Streamable HTTP), with no other unknown keys.`;
-  }
-  return `'${where || "(root)"}' is invalid: ${issue.message}.`;
-}
+export { type ConfigFile, loadConfigFile } from "./config-file.js";
 
 /** The flags common to every command, as commander parses them. */
 export interface CliFlags {
@@ -121,7 +40,9 @@ export interface Settings {
   maxContextTokens?: number;
   tokenBudget?: number;
   costBudget?: number;
-  mcpServers: NonNullable<ConfigFile["mcpServers"]>;
+  mcpServers: Record<string, McpServerConfig>;
+  /** Model prices (USD per million tokens) over the built-in table. */
+  prices?: PriceTable;
   /** The config file the settings came from, as the user named it: named in MCP server errors. */
   configFile?: string;
   /** Azure OpenAI / AI DIAL deployments: `api-key` header and `api-version` query. */
@@ -132,12 +53,26 @@ export const DEFAULT_MODEL = { openai: "gpt-4o-mini", anthropic: "claude-sonnet-
 
 type Env = Record<string, string | undefined>;
 
-/** @throws AgentloopError("config") for a bad value, naming where it came from. */
-export function resolveSettings(flags: CliFlags, env: Env, config: ConfigFile): Settings {
-  const provider = oneOf("provider", flags.provider ?? nonEmpty(env.AGENTLOOP_PROVIDER) ?? config.provider, [
-    "openai",
-    "anthropic",
-  ]);
+/**
+ * @param configName how to name the config file in messages.
+ * @throws AgentloopError("config") for a bad value, naming where it came from.
+ */
+export function resolveSettings(
+  flags: CliFlags,
+  env: Env,
+  config: ConfigFile,
+  configName = "agentloop.json",
+): Settings {
+  const fromConfig = (key: string) => `"${key}" in ${configName}`;
+  const provider = pick(
+    "provider",
+    [
+      ["--provider", flags.provider],
+      ["AGENTLOOP_PROVIDER", nonEmpty(env.AGENTLOOP_PROVIDER)],
+      [fromConfig("provider"), config.provider],
+    ],
+    ["openai", "anthropic"],
+  );
   const prefix = provider === "anthropic" ? "ANTHROPIC" : "OPENAI";
   const settings: Settings = {
     provider: provider ?? "openai",
@@ -145,19 +80,39 @@ export function resolveSettings(flags: CliFlags, env: Env, config: ConfigFile): 
       flags.model ?? nonEmpty(env.AGENTLOOP_MODEL) ?? config.model ?? DEFAULT_MODEL[provider ?? "openai"],
     instructions: flags.system ?? config.instructions ?? "",
     maxIterations: flags.maxIterations ?? config.maxIterations ?? 10,
-    mode: oneOf("mode", flags.mode ?? config.mode, ["natural", "explicit"]) ?? "natural",
+    mode:
+      pick(
+        "mode",
+        [
+          ["--mode", flags.mode],
+          [fromConfig("mode"), config.mode],
+        ],
+        ["natural", "explicit"],
+      ) ?? "natural",
     toolProtocol:
-      oneOf("tool-protocol", flags.toolProtocol ?? config.toolProtocol, ["native", "xml"]) ?? "native",
+      pick(
+        "tool protocol",
+        [
+          ["--tool-protocol", flags.toolProtocol],
+          [fromConfig("toolProtocol"), config.toolProtocol],
+        ],
+        ["native", "xml"],
+      ) ?? "native",
     builtinTools: flags.builtinTools && config.builtinTools !== false,
     mcpServers: config.mcpServers ?? {},
   };
   if (config.azure) settings.azure = config.azure;
-  const baseUrl = flags.baseUrl ?? nonEmpty(env[`${prefix}_BASE_URL`]) ?? config.baseUrl;
-  if (baseUrl !== undefined) settings.baseUrl = baseUrl;
+  if (config.prices) settings.prices = config.prices;
+  const baseUrl = first([
+    ["--base-url", flags.baseUrl],
+    [`${prefix}_BASE_URL`, nonEmpty(env[`${prefix}_BASE_URL`])],
+    [fromConfig("baseUrl"), config.baseUrl],
+  ]);
+  if (baseUrl) settings.baseUrl = checkBaseUrl(baseUrl[1], baseUrl[0]);
   const apiKey = nonEmpty(env[`${prefix}_API_KEY`]);
   if (apiKey !== undefined) settings.apiKey = apiKey;
   const timeout = flags.timeout ?? config.timeout;
-  if (timeout !== undefined) settings.timeoutMs = Math.round(timeout * 1000);
+  if (timeout !== undefined) settings.timeoutMs = Math.max(1, Math.ceil(timeout * 1000));
   const maxContextTokens = flags.maxContextTokens ?? config.maxContextTokens;
   if (maxContextTokens !== undefined) settings.maxContextTokens = maxContextTokens;
   const tokenBudget = flags.tokenBudget ?? config.tokenBudget;
@@ -171,12 +126,33 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value;
 }
 
-function oneOf<T extends string>(
+type Source<T> = readonly [source: string, value: T | undefined];
+
+/** The first value given, with where it came from. */
+function first<T>(sources: readonly Source<T>[]): readonly [string, T] | undefined {
+  const found = sources.find(([, value]) => value !== undefined);
+  return found as readonly [string, T] | undefined;
+}
+
+function pick<T extends string>(
   name: string,
-  value: string | undefined,
+  sources: readonly Source<string>[],
   allowed: readonly T[],
 ): T | undefined {
-  if (value === undefined) return undefined;
+  const found = first(sources);
+  if (!found) return undefined;
+  const [source, value] = found;
   if ((allowed as readonly string[]).includes(value)) return value as T;
-  throw new AgentloopError("config", `Invalid ${name} '${value}': use ${allowed.join(" or ")}.`);
+  const choices = new Intl.ListFormat("en", { type: "disjunction" }).format(allowed);
+  throw new AgentloopError("config", `Invalid ${name} '${value}' (${source}): use ${choices}.`);
+}
+
+/** A base URL must be absolute http(s); `localhost:11434/v1` is not (it parses as scheme "localhost:"). */
+function checkBaseUrl(value: string, source: string): string {
+  if (isHttpUrl(value)) return value;
+  const guess = /^[\w.-]+:\d+(\/|$)/.test(value) ? `http://${value}` : "http://localhost:11434/v1";
+  throw new AgentloopError(
+    "config",
+    `Invalid base URL '${value}' (${source}): give the full http:// or https:// form, e.g. ${guess}.`,
+  );
 }

@@ -1,12 +1,12 @@
 #!/usr/bin/env node
+// Only commander is loaded up front: `--help` and `--version` start as fast as Node itself. Each
+// command imports what it needs (providers, MCP, the server) when it runs.
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AgentloopError, errorMessage } from "../core/errors.js";
-import { chatCommand } from "./chat.js";
 import type { CliFlags } from "./config.js";
 import { USAGE_ERROR } from "./render.js";
-import { loadTools, runCommand, settingsFrom } from "./run.js";
-import { type ServeFlags, serveCommand } from "./serve.js";
+import type { ServeFlags } from "./serve.js";
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);
@@ -94,9 +94,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     .version(version())
     .exitOverride()
     .showSuggestionAfterError()
-    .configureOutput({
-      outputError: (text, write) => write(`agentloop: ${text.replace(/^error: /, "").trim()}\n`),
-    });
+    .configureOutput({ outputError: usageLine("agentloop --help") });
 
   withCommonOptions(program.command("run"))
     .description("run one task; the final answer goes to stdout")
@@ -106,13 +104,15 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (prompt.trim() === "") {
         throw new AgentloopError("usage", 'Missing prompt: agentloop run "your task" (or pipe it on stdin).');
       }
+      const { runCommand } = await import("./run.js");
       exitCode = await runCommand(prompt, flags);
     });
 
   withCommonOptions(program.command("tools"))
     .description("list every tool with its schema")
     .action(async (flags: CliFlags) => {
-      const loaded = await loadTools(settingsFrom(flags), flags.verbose === true);
+      const { loadTools, settingsFrom } = await import("./run.js");
+      const loaded = await loadTools(await settingsFrom(flags), flags.verbose === true);
       try {
         const sources = loaded.sources();
         const listed = loaded.tools().map(({ name, description, parameters }, i) => ({
@@ -136,6 +136,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   withCommonOptions(program.command("chat"))
     .description("interactive multi-turn session in the terminal")
     .action(async (flags: CliFlags) => {
+      const { chatCommand } = await import("./chat.js");
       exitCode = await chatCommand(flags);
     });
 
@@ -154,8 +155,13 @@ export async function main(argv: readonly string[]): Promise<number> {
       positiveNumber("--drain-timeout"),
     )
     .action(async (flags: ServeFlags) => {
+      const { serveCommand } = await import("./serve.js");
       exitCode = await serveCommand(flags);
     });
+
+  for (const command of program.commands) {
+    command.configureOutput({ outputError: usageLine(`agentloop ${command.name()} --help`) });
+  }
 
   try {
     await program.parseAsync(argv, { from: "user" });
@@ -171,6 +177,27 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`agentloop: unexpected error: ${errorMessage(error)}\n`);
     return 1;
   }
+}
+
+/**
+ * Commander's errors as one line: "agentloop: unknown option '--foo' (did you mean --bar?). See
+ * 'agentloop run --help'."
+ */
+function usageLine(help: string) {
+  return (text: string, write: (text: string) => void) => {
+    let line = text
+      .replace(/^error: /, "")
+      .replace(/\s*\n\(Did you mean (.+)\?\)/, " (did you mean $1?)")
+      .trim();
+    if (
+      /^(unknown option|unknown command|too many arguments|missing required argument|option .* argument missing)/.test(
+        line,
+      )
+    ) {
+      line = `${line.replace(/\.$/, "")}. See '${help}'.`;
+    }
+    write(`agentloop: ${line}\n`);
+  };
 }
 
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {

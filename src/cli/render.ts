@@ -51,6 +51,9 @@ export function progressRenderer(write: (line: string) => void, color: boolean):
   };
 }
 
+/** "1 iteration", "3 iterations". */
+export const plural = (n: number, noun: string) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+
 /** The one stderr line that explains a stop other than a plain answer. */
 export function stopLine(
   stopReason: StopReason,
@@ -65,7 +68,7 @@ export function stopLine(
     case "ask_question":
       return "agentloop: the agent asked a question (answer it and run again)";
     case "max_iterations":
-      return `agentloop: stopped after ${iterations} iterations (max_iterations); raise --max-iterations to allow more`;
+      return `agentloop: stopped after ${plural(iterations, "iteration")} (max_iterations); raise --max-iterations to allow more`;
     case "aborted":
       return "agentloop: aborted";
     default:

@@ -1,10 +1,8 @@
 import { Agent } from "../core/agent.js";
 import { AgentloopError } from "../core/errors.js";
 import type { Budget } from "../core/prompt.js";
-import { connectMcpServers } from "../mcp/index.js";
 import type { Model } from "../models/adapter.js";
-import { anthropicModel } from "../models/anthropic.js";
-import { openAIChatModel } from "../models/openai-chat.js";
+import { DEFAULT_PRICES, priceOf } from "../models/pricing.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
@@ -13,15 +11,17 @@ import { loadConfigFile, resolveSettings } from "./config.js";
 import { EXIT_CODES, progressRenderer, stopLine } from "./render.js";
 
 /** Builds the settings of a command from its flags, the environment and the config file. */
-export function settingsFrom(flags: CliFlags): Settings {
+export async function settingsFrom(flags: CliFlags): Promise<Settings> {
   if (flags.session !== undefined) {
     throw new AgentloopError("config", "--session is not available yet: sessions come in a later release.");
   }
-  const { config } = loadConfigFile(flags.config);
-  return { ...resolveSettings(flags, process.env, config), configFile: flags.config ?? "agentloop.json" };
+  const { config, name, notes } = await loadConfigFile(flags.config);
+  for (const note of notes) process.stderr.write(`agentloop: note: ${note}\n`);
+  return { ...resolveSettings(flags, process.env, config, name), configFile: name };
 }
 
-export function createModel(settings: Settings): Model {
+/** The model of the settings; each provider's SDK is loaded only when it is used. */
+export async function createModel(settings: Settings): Promise<Model> {
   const { provider, model, apiKey, baseUrl } = settings;
   const keyVar = provider === "anthropic" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
   if (!apiKey && !baseUrl) {
@@ -39,7 +39,11 @@ export function createModel(settings: Settings): Model {
     ...(apiKey !== undefined && { apiKey }),
     ...(baseUrl !== undefined && { baseURL: baseUrl }),
   };
-  if (provider === "anthropic") return anthropicModel(common);
+  if (provider === "anthropic") {
+    const { anthropicModel } = await import("../models/anthropic.js");
+    return anthropicModel(common);
+  }
+  const { openAIChatModel } = await import("../models/openai-chat.js");
   return openAIChatModel({ ...common, ...(settings.azure && { azure: settings.azure }) });
 }
 
@@ -56,6 +60,12 @@ export function createAgent(
   model: Model,
   tools: readonly Tool[] | (() => readonly Tool[]) = localTools(settings),
 ): Agent {
+  if (settings.costBudget !== undefined && !priceOf(model.id, { ...DEFAULT_PRICES, ...settings.prices })) {
+    throw new AgentloopError(
+      "config",
+      `A cost budget needs the price of model '${model.id}': add "prices": {"${model.id}": {"input": 0.15, "output": 0.6}} (USD per million tokens) to agentloop.json, or drop --cost-budget.`,
+    );
+  }
   return new Agent({
     model,
     instructions: settings.instructions,
@@ -64,6 +74,7 @@ export function createAgent(
     mode: settings.mode,
     toolProtocol: settings.toolProtocol,
     budget: budgetOf(settings),
+    ...(settings.prices && { prices: settings.prices }),
     ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
   });
 }
@@ -92,6 +103,7 @@ export async function loadTools(settings: Settings, verbose = false): Promise<Lo
   const reserved = [...local, ...(settings.mode === "explicit" ? loopBreakingTools() : [])].map(
     (t) => t.name,
   );
+  const { connectMcpServers } = await import("../mcp/index.js");
   const mcp = await connectMcpServers(settings.mcpServers, {
     reservedNames: reserved,
     ...(settings.configFile !== undefined && { configFile: settings.configFile }),
@@ -111,8 +123,8 @@ export async function loadTools(settings: Settings, verbose = false): Promise<Lo
 export async function setupAgent(
   flags: CliFlags,
 ): Promise<{ settings: Settings; agent: Agent; close(): Promise<void> }> {
-  const settings = settingsFrom(flags);
-  const model = createModel(settings);
+  const settings = await settingsFrom(flags);
+  const model = await createModel(settings);
   const loaded = await loadTools(settings, flags.verbose === true);
   try {
     return { settings, agent: createAgent(settings, model, loaded.tools), close: loaded.close };
@@ -122,44 +134,51 @@ export async function setupAgent(
   }
 }
 
+/** Signals that stop a run like Ctrl+C: the run is aborted, its last event printed, its MCP servers closed. */
+export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
 /** `agentloop run`: one task; the answer on stdout, progress on stderr. Resolves to the exit code. */
 export async function runCommand(prompt: string, flags: CliFlags): Promise<number> {
-  const { agent, close } = await setupAgent(flags);
-
+  // Listening from the start: a signal during MCP startup still ends in one `aborted` turn_complete.
   const controller = new AbortController();
-  let interrupts = 0;
-  const onSigint = () => {
-    interrupts++;
-    if (interrupts > 1) process.exit(EXIT_CODES.aborted);
+  const onSignal = () => {
+    // A second signal stops at once; the MCP children are ended on exit (mcp/children.ts).
+    if (controller.signal.aborted) process.exit(EXIT_CODES.aborted);
     controller.abort();
   };
-  process.on("SIGINT", onSigint);
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  try {
+    const { agent, close } = await setupAgent(flags);
+    try {
+      return await runTurn(agent, prompt, flags, controller.signal);
+    } finally {
+      await close();
+    }
+  } finally {
+    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+  }
+}
 
+async function runTurn(agent: Agent, prompt: string, flags: CliFlags, signal: AbortSignal): Promise<number> {
   const showProgress = flags.verbose === true || (process.stderr.isTTY === true && !flags.json);
   const progress = showProgress
     ? progressRenderer((line) => process.stderr.write(`${line}\n`), process.stderr.isTTY === true)
     : undefined;
-
-  try {
-    const events = agent.stream(prompt, { signal: controller.signal });
-    while (true) {
-      const next = await events.next();
-      if (next.done) {
-        const result = next.value;
-        if (!flags.json) {
-          if (result.output !== "" || result.stopReason === "final_answer")
-            await writeOut(`${result.output}\n`);
-          const line = stopLine(result.stopReason, result.iterations, result.error);
-          if (line) process.stderr.write(`${line}\n`);
-        }
-        return EXIT_CODES[result.stopReason];
+  const events = agent.stream(prompt, { signal });
+  while (true) {
+    const next = await events.next();
+    if (next.done) {
+      const result = next.value;
+      if (!flags.json) {
+        if (result.output !== "" || result.stopReason === "final_answer")
+          await writeOut(`${result.output}\n`);
+        const line = stopLine(result.stopReason, result.iterations, result.error);
+        if (line) process.stderr.write(`${line}\n`);
       }
-      if (flags.json) await writeOut(`${JSON.stringify(next.value)}\n`);
-      progress?.(next.value);
+      return EXIT_CODES[result.stopReason];
     }
-  } finally {
-    process.off("SIGINT", onSigint);
-    await close();
+    if (flags.json) await writeOut(`${JSON.stringify(next.value)}\n`);
+    progress?.(next.value);
   }
 }
 

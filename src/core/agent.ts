@@ -174,7 +174,10 @@ export class Agent {
     const o = this.options;
     const budget = { ...o.budget, ...options.budget };
     if (options.budget) this.checkBudget(budget);
-    const signals = [options.signal, budget.timeoutMs ? AbortSignal.timeout(budget.timeoutMs) : undefined];
+    // Node fires a timer longer than 2^31-1 ms (24.8 days) at once: such a limit is no limit.
+    const { timeoutMs } = budget;
+    const timer = timeoutMs && timeoutMs <= 2 ** 31 - 1 ? AbortSignal.timeout(timeoutMs) : undefined;
+    const signals = [options.signal, timer];
     const active = signals.filter((s): s is AbortSignal => s !== undefined);
     const history: Message[] = [...(options.history ?? []), { role: "user", content: input }];
     const events = runLoop({

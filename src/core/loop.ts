@@ -9,6 +9,7 @@ import {
   type Budget,
   budgetWarning,
   EXPLICIT_CORRECTION,
+  formatUsd,
   iterationWarning,
   type Mode,
   stablePrompt,
@@ -96,7 +97,7 @@ export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent,
       return yield* finish("budget_exceeded", { message, code: "budget_exceeded" });
     }
     if (budget.maxCostUsd !== undefined && spent.costUsd >= budget.maxCostUsd) {
-      const message = `Cost budget spent: $${spent.costUsd.toFixed(4)} of $${budget.maxCostUsd}.`;
+      const message = `Cost budget spent: ${formatUsd(spent.costUsd)} of ${formatUsd(budget.maxCostUsd)}.`;
       return yield* finish("budget_exceeded", { message, code: "budget_exceeded" });
     }
     spent.elapsedMs = performance.now() - startedAt;

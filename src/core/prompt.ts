@@ -71,7 +71,7 @@ export function budgetWarning(budget: Budget, spent: Spent): string | undefined 
   if (share(spent.tokens, budget.maxTokens) >= 0.8)
     used.push(`${spent.tokens} of ${budget.maxTokens} tokens`);
   if (share(spent.costUsd, budget.maxCostUsd) >= 0.8) {
-    used.push(`$${spent.costUsd.toFixed(4)} of $${budget.maxCostUsd} budget`);
+    used.push(`${formatUsd(spent.costUsd)} of ${formatUsd(budget.maxCostUsd ?? 0)} budget`);
   }
   if (share(spent.elapsedMs, budget.timeoutMs) >= 0.8) {
     used.push(
@@ -80,6 +80,13 @@ export function budgetWarning(budget: Budget, spent: Spent): string | undefined 
   }
   if (used.length === 0) return undefined;
   return `Budget nearly spent (${used.join(", ")} used). Finish the task now with what you have.`;
+}
+
+/** An amount of USD as people write it: "$0.0000001", "$0.0012", "$12.35"; never "$1e-7". */
+export function formatUsd(usd: number): string {
+  if (usd >= 1)
+    return `$${usd.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+  return `$${usd.toLocaleString("en-US", { maximumSignificantDigits: 2 })}`;
 }
 
 /** Stable part first, then the warnings of this iteration. */

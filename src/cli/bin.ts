@@ -1,0 +1,17 @@
+#!/usr/bin/env node
+// The `agentloop` binary. Written in syntax any Node.js since 14 parses, and loads nothing before
+// checking the version: on an older Node.js, one line says what is needed (exit 2).
+const major = Number(process.versions.node.split(".")[0]);
+if (major < 22) {
+  process.stderr.write(
+    `agentloop: Node.js 22 or newer is needed (this is Node.js ${process.versions.node}); install it from https://nodejs.org.\n`,
+  );
+  process.exitCode = 2;
+} else {
+  import("./main.js").catch((error) => {
+    process.stderr.write(
+      `agentloop: cannot start: ${error instanceof Error ? error.message : String(error)}\n`,
+    );
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,292 @@
+import { homedir } from "node:os";
+import { resolve } from "node:path";
+import { parseEnv } from "node:util";
+import { z } from "zod";
+import { AgentloopError } from "../core/errors.js";
+import type { McpServerConfig } from "../mcp/config.js";
+import { readConfigText, readConfigTextSync } from "./read-config.js";
+
+const price = z.strictObject({
+  input: z.number().nonnegative(),
+  output: z.number().nonnegative(),
+  cachedInput: z.number().nonnegative().optional(),
+});
+/** Server entries are checked one by one below, so an error names the entry's own key. */
+const serverEntries = z.record(z.string(), z.record(z.string(), z.unknown()));
+
+/** The shape of `agentloop.json` (SPEC section 5). Unknown keys are errors. */
+const configFileSchema = z.strictObject({
+  $schema: z.string().optional(),
+  model: z.string().min(1).optional(),
+  provider: z.enum(["openai", "anthropic"]).optional(),
+  baseUrl: z.string().optional(),
+  azure: z
+    .strictObject({ apiVersion: z.string().min(1), deployment: z.string().min(1).optional() })
+    .optional(),
+  instructions: z.string().optional(),
+  maxIterations: z.number().int().positive().optional(),
+  maxContextTokens: z.number().int().positive().optional(),
+  tokenBudget: z.number().int().positive().optional(),
+  costBudget: z.number().positive().optional(),
+  timeout: z.number().positive().optional(),
+  mode: z.enum(["natural", "explicit"]).optional(),
+  toolProtocol: z.enum(["native", "xml"]).optional(),
+  builtinTools: z.boolean().optional(),
+  /** USD per million tokens by model id, over the built-in table (models/pricing.ts). */
+  prices: z.record(z.string(), price).optional(),
+  /** Claude Desktop and Cursor call it `mcpServers`, VS Code's mcp.json `servers`. */
+  mcpServers: serverEntries.optional(),
+  servers: serverEntries.optional(),
+  /** VS Code's prompts for `${input:…}` values: accepted, not supported. */
+  inputs: z.array(z.unknown()).optional(),
+});
+
+// Entries as Claude Desktop, Cursor and VS Code write them. `dev` (VS Code's development mode)
+// and `auth` (Cursor's OAuth client) are accepted and ignored with a note.
+const envValue = z.union([z.string(), z.number(), z.null()]);
+const stdioEntry = z.strictObject({
+  type: z.literal("stdio").optional(),
+  command: z.string().min(1),
+  args: z.array(z.string()).optional(),
+  env: z.record(z.string(), envValue).optional(),
+  envFile: z.string().min(1).optional(),
+  cwd: z.string().optional(),
+  optional: z.boolean().optional(),
+  dev: z.unknown().optional(),
+});
+const httpEntry = z.strictObject({
+  type: z.enum(["http", "streamable-http", "sse"]).optional(),
+  url: z.string(),
+  headers: z.record(z.string(), z.string()).optional(),
+  optional: z.boolean().optional(),
+  dev: z.unknown().optional(),
+  auth: z.unknown().optional(),
+});
+const IGNORED: Record<string, string> = {
+  dev: "(VS Code's development mode) is ignored.",
+  auth: '(Cursor\'s OAuth settings) is ignored: pass a token in "headers" instead.',
+};
+
+export type ConfigFile = Omit<z.infer<typeof configFileSchema>, "mcpServers" | "servers" | "inputs"> & {
+  mcpServers?: Record<string, McpServerConfig>;
+};
+
+/**
+ * Reads the config file: `explicitPath` when given (it must exist), else `./agentloop.json`
+ * when present, else an empty config. `notes` are one-line remarks for stderr (keys accepted
+ * but ignored).
+ * @throws AgentloopError("config") with one line naming the file and the key.
+ */
+export async function loadConfigFile(
+  explicitPath: string | undefined,
+  cwd = process.cwd(),
+): Promise<{ path?: string; name: string; config: ConfigFile; notes: string[] }> {
+  const name = explicitPath ?? "agentloop.json";
+  const path = resolve(cwd, name);
+  const text = await readConfigText(path, name, explicitPath !== undefined);
+  if (text === undefined) return { name, config: {}, notes: [] };
+  if (text.trim() === "") {
+    throw new AgentloopError(
+      "config",
+      `${name} is empty: write a JSON object in it, e.g. {"model": "gpt-4o-mini"}.`,
+    );
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new AgentloopError(
+      "config",
+      `${name} is not valid JSON (${detail}). Fix the file or pass another --config.`,
+    );
+  }
+  const parsed = configFileSchema.safeParse(raw);
+  if (!parsed.success)
+    throw new AgentloopError(
+      "config",
+      describeIssue(parsed.error.issues[0], name, configFileSchema.keyof().options),
+    );
+  const { mcpServers, servers, inputs, ...rest } = parsed.data;
+  const notes: string[] = [];
+  if (mcpServers && servers) {
+    throw new AgentloopError("config", `${name} has both "mcpServers" and "servers": keep one of them.`);
+  }
+  if (inputs !== undefined) {
+    notes.push(
+      `${name}: "inputs" (VS Code's prompts for \${input:…} values) is ignored: write the values in "env" or "headers".`,
+    );
+  }
+  const config: ConfigFile = rest;
+  const entries = mcpServers ?? servers;
+  if (entries) {
+    const key = mcpServers ? "mcpServers" : "servers";
+    config.mcpServers = {};
+    for (const [server, entry] of Object.entries(entries)) {
+      config.mcpServers[server] = serverEntry(entry, `${key}.${server}`, name, cwd, notes);
+    }
+  }
+  return { path, name, config, notes };
+}
+
+/** One `mcpServers` entry, checked against the shape its `command` or `url` calls for. */
+function serverEntry(
+  entry: Record<string, unknown>,
+  where: string,
+  file: string,
+  cwd: string,
+  notes: string[],
+): McpServerConfig {
+  const schema = "command" in entry ? stdioEntry : "url" in entry ? httpEntry : undefined;
+  if (!schema) {
+    throw new AgentloopError(
+      "config",
+      `'${where}' in ${file} needs "command" (a local server) or "url" (a remote one).`,
+    );
+  }
+  const parsed = schema.safeParse(entry);
+  if (!parsed.success) {
+    const keys = [...new Set([...stdioEntry.keyof().options, ...httpEntry.keyof().options])];
+    throw new AgentloopError("config", describeIssue(parsed.error.issues[0], file, keys, where));
+  }
+  for (const key of Object.keys(IGNORED)) {
+    if (key in parsed.data) notes.push(`${file}: '${where}.${key}' ${IGNORED[key]}`);
+  }
+  if (JSON.stringify(entry).includes("${input:")) {
+    notes.push(`${file}: '${where}' uses VS Code \${input:…} values, which are passed as written.`);
+  }
+  if ("url" in parsed.data) {
+    const { url, headers, type, optional } = parsed.data;
+    if (!isHttpUrl(url)) {
+      throw new AgentloopError(
+        "config",
+        `'${where}.url' in ${file} must be an http:// or https:// URL, got '${url}'.`,
+      );
+    }
+    return {
+      url,
+      ...(type && { type }),
+      ...(headers && { headers }),
+      ...(optional !== undefined && { optional }),
+    };
+  }
+  const { command, args, cwd: dir, optional, type } = parsed.data;
+  const env = environment(parsed.data, where, file, cwd);
+  return {
+    command,
+    ...(type && { type }),
+    ...(args && { args }),
+    ...(env && { env }),
+    ...(dir !== undefined && { cwd: dir }),
+    ...(optional !== undefined && { optional }),
+  };
+}
+
+/** `envFile` (dotenv syntax) under `env`; numbers become strings, `null` leaves a variable out. */
+function environment(
+  entry: z.infer<typeof stdioEntry>,
+  where: string,
+  file: string,
+  cwd: string,
+): Record<string, string> | undefined {
+  if (!entry.env && !entry.envFile) return undefined;
+  const env: Record<string, string> = {};
+  if (entry.envFile) {
+    // VS Code's own example is "${workspaceFolder}/.env".
+    const path = resolve(
+      cwd,
+      entry.envFile.replace(/\$\{workspaceFolder\}/g, cwd).replace(/\$\{userHome\}/g, homedir()),
+    );
+    const text = readConfigTextSync(path, `'${where}.envFile' (${entry.envFile}) in ${file}`);
+    Object.assign(env, parseEnv(text));
+  }
+  for (const [key, value] of Object.entries(entry.env ?? {})) {
+    if (value === null) delete env[key];
+    else env[key] = String(value);
+  }
+  return env;
+}
+
+export function isHttpUrl(value: string): boolean {
+  try {
+    const { protocol } = new URL(value);
+    return protocol === "http:" || protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
+function describeIssue(
+  issue: z.core.$ZodIssue | undefined,
+  file: string,
+  knownKeys: readonly string[],
+  prefix?: string,
+): string {
+  if (!issue) return `${file} is not a valid configuration.`;
+  const where = [...(prefix ? [prefix] : []), ...issue.path.map(String)].join(".");
+  if (issue.code === "unrecognized_keys") {
+    const keys = issue.keys.map((key) => (where ? `${where}.${key}` : key));
+    const candidates = issue.path.length === 0 ? knownKeys : [];
+    return unknownKeys(keys, issue.keys, candidates, file);
+  }
+  const message = issue.message.replace(/^Invalid input: /, "");
+  return where
+    ? `'${where}' in ${file} is invalid: ${message}.`
+    : `${file} must hold a JSON object: ${message}.`;
+}
+
+const quoted = (items: readonly string[]) =>
+  new Intl.ListFormat("en", { type: "conjunction" }).format(items.map((item) => `'${item}'`));
+
+/** "unknown key 'maxIteration' in agentloop.json: did you mean 'maxIterations'?" */
+function unknownKeys(shown: string[], keys: string[], candidates: readonly string[], file: string): string {
+  const fixes = keys.flatMap((key, i) => {
+    const match = closest(key, candidates);
+    return match ? [[shown[i] as string, match] as const] : [];
+  });
+  if (keys.length === 1) {
+    const fix = fixes[0]?.[1];
+    return `unknown key ${quoted(shown)} in ${file}: ${fix ? `did you mean '${fix}'?` : "remove it (the README's config section lists every key)."}`;
+  }
+  const hints = fixes.map(([key, fix]) => `'${key}' → '${fix}'`).join(", ");
+  return `unknown keys ${quoted(shown)} in ${file}: remove them or fix their spelling${hints ? ` (${hints})` : ""}.`;
+}
+
+/** The known key a misspelt one most likely meant: the same ignoring case, `_` and `-`, or a letter or two away. */
+export function closest(key: string, candidates: readonly string[]): string | undefined {
+  const plain = (s: string) => s.toLowerCase().replace(/[_-]/g, "");
+  const limit = key.length <= 4 ? 1 : 2;
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of candidates) {
+    const distance = editDistance(plain(key), plain(candidate));
+    if (distance <= limit && distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+/** Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`. */
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : i)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const row = d[i] as number[];
+      const above = d[i - 1] as number[];
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row[j] = Math.min(
+        (above[j] as number) + 1,
+        (row[j - 1] as number) + 1,
+        (above[j - 1] as number) + cost,
+      );
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        row[j] = Math.min(row[j] as number, ((d[i - 2] as number[])[j - 2] as number) + 1);
+      }
+    }
+  }
+  return (d[a.length] as number[])[b.length] as number;
+}
