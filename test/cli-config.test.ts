@@ -105,6 +105,12 @@ describe("config files", () => {
     }
   });
 
+  it("refuses a server or model named __proto__ instead of dropping it silently", async () => {
+    const text = '{"mcpServers": {"__proto__": {"command": "node"}}}';
+    const run = await runCli(["tools"], { cwd: folder({ "agentloop.json": text }) });
+    usageError(run, 'agentloop: agentloop.json uses "__proto__" as a name: rename it.');
+  });
+
   it("reads a file that starts with a UTF-8 byte order mark", async () => {
     const env = await fake([{ text: "ok" }]);
     const dir = folder({ "agentloop.json": `\uFEFF${JSON.stringify({ model: "from-bom-file" })}` });
@@ -291,9 +297,12 @@ describe("wording", () => {
       toolCalls: [{ name: "calculator", arguments: { expression: "1+1" } }],
       usage: { inputTokens: 400, outputTokens: 100 },
     }));
-    const run = await runCli(["run", "--cost-budget", "0.0000001", "go"], { env });
+    // The fake server is local, so free unless priced: price it as gpt-4o-mini is.
+    const prices = { "gpt-4o-mini": { input: 0.15, output: 0.6 } };
+    const cwd = folder({ "agentloop.json": { prices } });
+    const run = await runCli(["run", "--cost-budget", "0.0000001", "go"], { env, cwd });
     expect(run.code).toBe(7);
-    // gpt-4o-mini: 400 × $0.15 + 100 × $0.60 per million tokens
+    // 400 × $0.15 + 100 × $0.60 per million tokens
     expect(run.stderr).toBe("agentloop: budget_exceeded: Cost budget spent: $0.00012 of $0.0000001.\n");
   });
 });

@@ -93,8 +93,15 @@ export async function loadConfigFile(
   }
   let raw: unknown;
   try {
-    raw = JSON.parse(text);
+    // A "__proto__" key would vanish silently (zod drops it; assigning it sets a prototype).
+    raw = JSON.parse(text, (key, value: unknown) => {
+      if (key === "__proto__") throw new ReservedKey();
+      return value;
+    });
   } catch (error) {
+    if (error instanceof ReservedKey) {
+      throw new AgentloopError("config", `${name} uses "__proto__" as a name: rename it.`);
+    }
     const detail = error instanceof Error ? error.message : String(error);
     throw new AgentloopError(
       "config",
@@ -290,3 +297,5 @@ function editDistance(a: string, b: string): number {
   }
   return (d[a.length] as number[])[b.length] as number;
 }
+
+class ReservedKey extends Error {}

@@ -2,7 +2,7 @@ import { Agent } from "../core/agent.js";
 import { AgentloopError } from "../core/errors.js";
 import type { Budget } from "../core/prompt.js";
 import type { Model } from "../models/adapter.js";
-import { DEFAULT_PRICES, priceOf } from "../models/pricing.js";
+import { resolvePrice } from "../models/pricing.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
@@ -60,10 +60,10 @@ export function createAgent(
   model: Model,
   tools: readonly Tool[] | (() => readonly Tool[]) = localTools(settings),
 ): Agent {
-  if (settings.costBudget !== undefined && !priceOf(model.id, { ...DEFAULT_PRICES, ...settings.prices })) {
+  if (settings.costBudget !== undefined && !resolvePrice(model, settings.prices)) {
     throw new AgentloopError(
       "config",
-      `A cost budget needs the price of model '${model.id}': add "prices": {"${model.id}": {"input": 0.15, "output": 0.6}} (USD per million tokens) to agentloop.json, or drop --cost-budget.`,
+      `A cost budget needs the price of model '${model.id}': add "prices": {"${model.id}": {"input": 0.15, "output": 0.6}} (USD per million tokens) to ${settings.configFile ?? "agentloop.json"}, or drop --cost-budget.`,
     );
   }
   return new Agent({
