@@ -1,29 +1,11 @@
 import { request as httpRequest } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
-import OpenAI from "openai";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Agent, defineTool, type Model, type ModelEvent } from "../src/index.js";
-import { createApp, type ServerOptions } from "../src/server/index.js";
+import { createApp } from "../src/server/index.js";
 import { type ScriptedStep, scriptedModel } from "../src/testing/index.js";
 import { builtinTools } from "../src/tools/builtin/index.js";
-
-const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const close of closers.splice(0)) await close();
-});
-
-async function listen(options: ServerOptions) {
-  const server = createApp(options);
-  const http = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: server.app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-  });
-  closers.push(() => new Promise((resolve) => http.close(() => resolve())));
-  const port = (http.address() as AddressInfo).port;
-  const baseURL = `http://127.0.0.1:${port}/v1`;
-  return { server, port, baseURL, client: new OpenAI({ baseURL, apiKey: "none", maxRetries: 0 }) };
-}
+import { listen } from "./support/listen.js";
 
 const user = (content: string) => ({ messages: [{ role: "user" as const, content }] });
 const chat = (baseURL: string, body: object, signal?: AbortSignal) =>

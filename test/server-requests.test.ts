@@ -1,24 +1,9 @@
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Agent, type AgentOptions } from "../src/index.js";
-import { type AgentServer, createApp, type ServerOptions } from "../src/server/index.js";
+import { type AgentServer, createApp } from "../src/server/index.js";
 import { type ScriptedStep, scriptedModel } from "../src/testing/index.js";
 import { builtinTools } from "../src/tools/builtin/index.js";
-
-const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const close of closers.splice(0)) await close();
-});
-
-async function listen(options: ServerOptions) {
-  const server = createApp(options);
-  const http = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: server.app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-  });
-  closers.push(() => new Promise((resolve) => http.close(() => resolve())));
-  return { server, baseURL: `http://127.0.0.1:${(http.address() as AddressInfo).port}/v1` };
-}
+import { listen } from "./support/listen.js";
 
 const calculatorAgent = (steps: ScriptedStep[] | (() => ScriptedStep), options: Partial<AgentOptions> = {}) =>
   new Agent({ model: scriptedModel(steps), tools: builtinTools(), ...options });

@@ -1,31 +1,8 @@
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Agent, defineTool, type Model, type ModelEvent } from "../src/index.js";
-import { createApp, type ServerOptions } from "../src/server/index.js";
 import { scriptedModel } from "../src/testing/index.js";
-
-const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const close of closers.splice(0)) await close();
-});
-
-async function listen(options: ServerOptions) {
-  const server = createApp(options);
-  const http = await new Promise<Server>((resolve) => {
-    const s = serve({ fetch: server.app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s as Server));
-  });
-  closers.push(
-    () =>
-      new Promise((resolve) => {
-        http.close(() => resolve());
-        http.closeAllConnections();
-      }),
-  );
-  return { server, baseURL: `http://127.0.0.1:${(http.address() as AddressInfo).port}/v1` };
-}
+import { listen } from "./support/listen.js";
 
 /** A promise the test resolves. */
 function gate() {

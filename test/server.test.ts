@@ -1,29 +1,12 @@
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
-import OpenAI from "openai";
-import { afterEach, describe, expect, it } from "vitest";
+import type OpenAI from "openai";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Agent, type AgentOptions, defineTool } from "../src/index.js";
-import { createApp, type ServerOptions } from "../src/server/index.js";
 import { type ScriptedStep, scriptedModel } from "../src/testing/index.js";
 import { builtinTools } from "../src/tools/builtin/index.js";
-
-const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const close of closers.splice(0)) await close();
-});
+import { listen } from "./support/listen.js";
 
 /** Serves the app on a random loopback port; returns an official OpenAI client for it. */
-async function listen(options: ServerOptions, apiKey = "none") {
-  const server = createApp(options);
-  const http = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: server.app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-  });
-  closers.push(() => new Promise((resolve) => http.close(() => resolve())));
-  const baseURL = `http://127.0.0.1:${(http.address() as AddressInfo).port}/v1`;
-  return { server, baseURL, client: new OpenAI({ baseURL, apiKey, maxRetries: 0 }) };
-}
-
 type ChunkWithEvent = OpenAI.Chat.Completions.ChatCompletionChunk & {
   agentloop?: { type: string; [field: string]: unknown };
 };
