@@ -1,5 +1,6 @@
-export type { AgentOptions, RunOptions } from "./core/agent.js";
-export { Agent, DEFAULTS } from "./core/agent.js";
+export type { AgentOptions, RunOptions } from "./agent/agent.js";
+export { Agent, DEFAULTS } from "./agent/agent.js";
+export type { Budget, Mode, ToolProtocol } from "./agent/prompt.js";
 export { AgentloopError } from "./core/errors.js";
 export type { AgentEvent, AgentEventType, IterationRecord, RunResult, StopReason } from "./core/events.js";
 export type {
@@ -10,7 +11,6 @@ export type {
   Usage,
   UserMessage,
 } from "./core/messages.js";
-export type { Budget, Mode, ToolProtocol } from "./core/prompt.js";
 export type { ContextManager, ContextOptions } from "./memory/prune.js";
 export { contextManager } from "./memory/prune.js";
 export type { TokenCounter } from "./memory/tokens.js";

@@ -5,7 +5,7 @@
  * protocol) and through `agentloop run --json`.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { Agent } from "../src/core/agent.js";
+import { Agent } from "../src/agent/agent.js";
 import type { AgentEvent } from "../src/core/events.js";
 import { anthropicModel } from "../src/models/anthropic.js";
 import { openAIChatModel } from "../src/models/openai-chat.js";

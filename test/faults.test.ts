@@ -4,7 +4,7 @@
  * `model_error`), and the API key never appears in an event, an error or the result.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { Agent } from "../src/core/agent.js";
+import { Agent } from "../src/agent/agent.js";
 import type { AgentEvent, RunResult } from "../src/core/events.js";
 import type { ModelEvent } from "../src/models/adapter.js";
 import {

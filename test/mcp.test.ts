@@ -9,7 +9,7 @@ import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Agent } from "../src/core/agent.js";
+import { Agent } from "../src/agent/agent.js";
 import { errorMessage } from "../src/core/errors.js";
 import { connectMcpServers, type McpServerConfig, type McpToolset } from "../src/mcp/index.js";
 import { scriptedModel } from "../src/testing/scripted-model.js";

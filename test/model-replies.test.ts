@@ -4,7 +4,7 @@
  * compaction pass counts (and costs) every iteration.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { Agent } from "../src/core/agent.js";
+import { Agent } from "../src/agent/agent.js";
 import type { AgentEvent, RunResult } from "../src/core/events.js";
 import type { Model } from "../src/models/adapter.js";
 import { anthropicModel } from "../src/models/anthropic.js";

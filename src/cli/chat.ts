@@ -1,5 +1,5 @@
 import { createInterface, type Interface } from "node:readline";
-import type { Agent } from "../core/agent.js";
+import type { Agent } from "../agent/agent.js";
 import type { Message } from "../core/messages.js";
 import type { CliFlags } from "./config.js";
 import { EXIT_CODES, progressRenderer, stopLine } from "./render.js";

@@ -1,6 +1,6 @@
-import { Agent } from "../core/agent.js";
+import { Agent } from "../agent/agent.js";
+import type { Budget } from "../agent/prompt.js";
 import { AgentloopError } from "../core/errors.js";
-import type { Budget } from "../core/prompt.js";
 import type { Model } from "../models/adapter.js";
 import { resolvePrice } from "../models/pricing.js";
 import { builtinTools } from "../tools/builtin/index.js";

@@ -8,7 +8,7 @@ import OpenAI from "openai";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { fakeServerPerTest } from "../../test/support/model-harness.js";
-import { Agent } from "../core/agent.js";
+import { Agent } from "../agent/agent.js";
 import type { AgentEvent } from "../core/events.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../testing/fake-openai-server.js";
 import { defineTool } from "../tools/tool.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { Agent } from "../agent/agent.js";
 import { DEFAULT_MODEL } from "../cli/config.js";
-import { Agent } from "../core/agent.js";
 import { scriptedModel } from "../testing/scripted-model.js";
 import { anthropicModel } from "./anthropic.js";
 import { openAIChatModel } from "./openai-chat.js";

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { secureHeaders } from "hono/secure-headers";
-import type { Agent } from "../core/agent.js";
+import type { Agent } from "../agent/agent.js";
 import { redactSecrets } from "../core/redact.js";
 import { chatCompletions } from "./chat.js";
 import { errorResponse, unexpectedErrorResponse } from "./errors.js";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
-import type { Agent } from "../core/agent.js";
+import type { Agent } from "../agent/agent.js";
 import { errorMessage } from "../core/errors.js";
 import type { AgentEvent, RunResult } from "../core/events.js";
 import { errorResponse, finishReason, type Redact, runErrorResponse, SHUTDOWN_CUT } from "./errors.js";

@@ -1,15 +1,15 @@
+import { AgentloopError } from "../core/errors.js";
+import type { AgentEvent, RunResult } from "../core/events.js";
+import type { Message } from "../core/messages.js";
+import { environmentSecrets, secretRedactor } from "../core/redact.js";
 import { type ContextManager, contextManager } from "../memory/prune.js";
 import type { Model } from "../models/adapter.js";
 import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricing.js";
 import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
-import { AgentloopError } from "./errors.js";
-import type { AgentEvent, RunResult } from "./events.js";
 import { runLoop } from "./loop.js";
-import type { Message } from "./messages.js";
 import type { Budget, Mode, ToolProtocol } from "./prompt.js";
-import { environmentSecrets, secretRedactor } from "./redact.js";
 
 export interface AgentOptions {
   model: Model;

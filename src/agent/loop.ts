@@ -1,10 +1,10 @@
+import type { AgentEvent, IterationRecord, RunResult, StopReason } from "../core/events.js";
+import { type AssistantMessage, addUsage, emptyUsage, type Message } from "../core/messages.js";
 import type { ContextManager } from "../memory/prune.js";
 import type { Model, ModelError, ModelReply, ToolSpec } from "../models/adapter.js";
 import { costOf, type ModelPrice } from "../models/pricing.js";
 import { type CallOutcome, executeCalls, type PreparedCall, prepareCall } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
-import type { AgentEvent, IterationRecord, RunResult, StopReason } from "./events.js";
-import { type AssistantMessage, addUsage, emptyUsage, type Message } from "./messages.js";
 import {
   type Budget,
   budgetWarning,
