@@ -1,8 +1,18 @@
-export type { AgentOptions, RunOptions } from "./agent/agent.js";
+export type { AgentOptions, ResumeOptions, RunOptions } from "./agent/agent.js";
 export { Agent, DEFAULTS } from "./agent/agent.js";
+export { RunHandle } from "./agent/handle.js";
+export type { ApprovalDecision } from "./agent/loop.js";
 export type { Budget, Mode, ToolProtocol } from "./agent/prompt.js";
 export { AgentloopError } from "./core/errors.js";
-export type { AgentEvent, AgentEventType, IterationRecord, RunResult, StopReason } from "./core/events.js";
+export type {
+  AgentEvent,
+  AgentEventBody,
+  AgentEventType,
+  IterationRecord,
+  PendingApproval,
+  RunResult,
+  StopReason,
+} from "./core/events.js";
 export type {
   AssistantMessage,
   Message,
@@ -11,6 +21,8 @@ export type {
   Usage,
   UserMessage,
 } from "./core/messages.js";
+export type { GuardState, PendingCalls, RunState, RunStatus } from "./core/run-state.js";
+export { RUN_STATE_VERSION } from "./core/run-state.js";
 export type { ContextManager, ContextOptions } from "./memory/prune.js";
 export { contextManager } from "./memory/prune.js";
 export type { TokenCounter } from "./memory/tokens.js";

@@ -31,6 +31,8 @@ describe("public surface", () => {
       "AgentloopError",
       "DEFAULTS",
       "DEFAULT_PRICES",
+      "RUN_STATE_VERSION",
+      "RunHandle",
       "contextManager",
       "contextWindowFor",
       "defineTool",

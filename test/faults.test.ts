@@ -43,7 +43,9 @@ async function run(respond: FakeResponder, options: Partial<OpenAIChatModelOptio
   expect(JSON.stringify({ events, result })).not.toMatch(/SECRET|5c2f9e0d1b7a/);
   if (result.stopReason === "model_error") {
     expect(result.error?.message).not.toContain("\n");
-    expect(events.filter((e) => e.type === "error")).toEqual([{ type: "error", ...result.error }]);
+    expect(events.filter((e) => e.type === "error")).toEqual([
+      { type: "error", ...result.error, runId: result.runId },
+    ]);
   }
   return { result, events, server };
 }
@@ -141,7 +143,7 @@ describe("broken connections and streams", () => {
     );
     expect(result).toMatchObject({ stopReason: "final_answer", output: "Full answer." });
     expect(deltas(events)).toBe("Partial answerFull answer.");
-    expect(events.filter((e) => e.type === "message")).toEqual([
+    expect(events.filter((e) => e.type === "message")).toMatchObject([
       { type: "message", content: "Full answer." },
     ]);
     expect(result.messages.at(-1)).toEqual({ role: "assistant", content: "Full answer." });

@@ -36,11 +36,9 @@ it("runs a multi-step task over MCP tools", async () => {
     ]);
     const agent = new Agent({ model, tools: toolset.tools() });
     const results: Extract<AgentEvent, { type: "tool_result" }>[] = [];
-    const events = agent.stream("Find Bob, read his record and move him to Initrode.");
-    let next = await events.next();
-    for (; !next.done; next = await events.next())
-      if (next.value.type === "tool_result") results.push(next.value);
-    expect(next.value).toMatchObject({
+    const run = agent.stream("Find Bob, read his record and move him to Initrode.");
+    for await (const event of run) if (event.type === "tool_result") results.push(event);
+    expect(await run.result).toMatchObject({
       stopReason: "final_answer",
       output: "Bob Stone now works at Initrode.",
     });
@@ -73,9 +71,7 @@ it("turns MCP progress notifications into tool_progress events", async () => {
     ]);
     const agent = new Agent({ model, tools: toolset.tools() });
     const seen: string[] = [];
-    const events = agent.stream("Run the long operation.");
-    for (let next = await events.next(); !next.done; next = await events.next()) {
-      const event = next.value;
+    for await (const event of agent.stream("Run the long operation.")) {
       if (event.type === "tool_progress") seen.push(`${event.name} ${event.progress}/${event.total}`);
       if (event.type === "tool_result") seen.push(`result ${event.isError}`);
     }

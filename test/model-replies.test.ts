@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Agent } from "../src/agent/agent.js";
-import type { AgentEvent, RunResult } from "../src/core/events.js";
+import type { AgentEventBody, RunResult } from "../src/core/events.js";
 import type { Model } from "../src/models/adapter.js";
 import { anthropicModel } from "../src/models/anthropic.js";
 import { openAIChatModel } from "../src/models/openai-chat.js";
@@ -36,13 +36,14 @@ async function messagesModel(events: Record<string, unknown>[]): Promise<Model> 
   return anthropicModel({ model: "claude-opus-4-6", apiKey: "sk-ant-test", baseURL: s.url, maxRetries: 0 });
 }
 
-async function runAgent(agent: Agent): Promise<{ result: RunResult; events: AgentEvent[] }> {
-  const events: AgentEvent[] = [];
-  const stream = agent.stream("hi");
-  for (let next = await stream.next(); ; next = await stream.next()) {
-    if (next.done) return { result: next.value, events };
-    events.push(next.value);
+async function runAgent(agent: Agent): Promise<{ result: RunResult; events: AgentEventBody[] }> {
+  const events: AgentEventBody[] = [];
+  const run = agent.stream("hi");
+  for await (const { runId, ...event } of run) {
+    expect(runId).toBe(run.runId);
+    events.push(event as AgentEventBody);
   }
+  return { result: await run.result, events };
 }
 
 const start = (usage: Record<string, unknown>) => ({

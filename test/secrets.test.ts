@@ -73,7 +73,7 @@ describe("configured secrets", () => {
     const agent = new Agent({ model, tools: [leak], secrets: [secret], maxToolResultChars: 100 });
     const events: AgentEvent[] = [];
     const stream = agent.stream("go");
-    for (let next = await stream.next(); !next.done; next = await stream.next()) events.push(next.value);
+    for await (const event of stream) events.push(event);
     const everything = JSON.stringify({ events, requests: model.requests });
     expect(everything).not.toContain(secret.slice(0, 6));
     expect(everything).toContain("[REDACTED]");

@@ -1,11 +1,14 @@
 import { describe, expect, it } from "vitest";
-import type { AgentEvent, RunResult, StopReason } from "../src/index.js";
+import { newRunState } from "../src/agent/state.js";
+import type { AgentEvent, AgentEventBody, RunResult, StopReason } from "../src/index.js";
 import { finishReason } from "../src/server/errors.js";
 import { ChunkMapper } from "../src/server/map-events.js";
 import { chatRequestSchema, toRunInput } from "../src/server/openai-compat.js";
 
 const usage = { inputTokens: 3, outputTokens: 4 };
 const result = (stopReason: StopReason, output: string, error?: RunResult["error"]): RunResult => ({
+  runId: "run_1",
+  state: newRunState("run_1", []),
   output,
   stopReason,
   iterations: 2,
@@ -14,7 +17,7 @@ const result = (stopReason: StopReason, output: string, error?: RunResult["error
   steps: [],
   ...(error && { error }),
 });
-const complete = (r: RunResult): AgentEvent => ({
+const complete = (r: RunResult): AgentEventBody => ({
   type: "turn_complete",
   stopReason: r.stopReason,
   iterations: r.iterations,
@@ -23,9 +26,9 @@ const complete = (r: RunResult): AgentEvent => ({
 });
 
 /** Maps `events` and then finishes with `r`; returns the content and each chunk's event type. */
-function mapRun(events: AgentEvent[], r: RunResult, includeUsage = false) {
+function mapRun(events: AgentEventBody[], r: RunResult, includeUsage = false) {
   const mapper = new ChunkMapper("chatcmpl-1", "m", 0);
-  const chunks = [...events, complete(r)].flatMap((e) => mapper.map(e));
+  const chunks = [...events, complete(r)].flatMap((e) => mapper.map({ ...e, runId: "run_1" } as AgentEvent));
   chunks.push(...mapper.finish(r, includeUsage));
   return {
     mapper,
@@ -38,7 +41,7 @@ function mapRun(events: AgentEvent[], r: RunResult, includeUsage = false) {
 }
 
 describe("ChunkMapper", () => {
-  const toolIteration: AgentEvent[] = [
+  const toolIteration: AgentEventBody[] = [
     { type: "iteration_start", iteration: 1 },
     { type: "message_delta", text: "Let me " },
     { type: "message_delta", text: "look." },
@@ -115,6 +118,7 @@ describe("finishReason", () => {
       task_completion: "stop",
       converse: "stop",
       ask_question: "stop",
+      approval_required: "stop",
       max_iterations: "length",
       budget_exceeded: "length",
       aborted: "length",

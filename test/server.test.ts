@@ -89,12 +89,15 @@ describe("OpenAI-compatible server, through the official client", () => {
     const events = chunks.flatMap((c) => (c.agentloop ? [c] : []));
     expect(events.map((c) => c.agentloop?.type)).toEqual(["tool_call", "tool_result", "turn_complete"]);
     expect(events[0]?.choices[0]?.delta).toEqual({});
+    // The run's id is the completion's id (SPEC section 9), on every event.
     expect(events[0]?.agentloop).toEqual({
       type: "tool_call",
       id: "c1",
       name: "calculator",
       arguments: { expression: "157.09 * 493.89" },
+      runId: events[0]?.id,
     });
+    expect(events.every((c) => c.agentloop?.runId === c.id)).toBe(true);
     expect(events[1]?.agentloop).toMatchObject({
       type: "tool_result",
       content: "77585.1801",

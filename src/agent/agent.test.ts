@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { Agent, type AgentEvent, defineTool, type RunResult } from "../index.js";
+import { Agent, type AgentEventBody, defineTool, type RunResult } from "../index.js";
 import { scriptedModel } from "../testing/index.js";
 
 const add = defineTool({
@@ -14,14 +14,14 @@ async function collect(
   agent: Agent,
   input: string,
   options = {},
-): Promise<{ events: AgentEvent[]; result: RunResult }> {
-  const events: AgentEvent[] = [];
-  const stream = agent.stream(input, options);
-  while (true) {
-    const next = await stream.next();
-    if (next.done) return { events, result: next.value };
-    events.push(next.value);
+): Promise<{ events: AgentEventBody[]; result: RunResult }> {
+  const events: AgentEventBody[] = [];
+  const run = agent.stream(input, options);
+  for await (const { runId, ...event } of run) {
+    expect(runId).toBe(run.runId); // every event carries its run's id
+    events.push(event as AgentEventBody);
   }
+  return { events, result: await run.result };
 }
 
 describe("Agent loop", () => {

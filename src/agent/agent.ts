@@ -1,5 +1,5 @@
 import { AgentloopError } from "../core/errors.js";
-import type { AgentEvent, RunResult } from "../core/events.js";
+import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
 import type { Message } from "../core/messages.js";
 import { environmentSecrets, secretRedactor } from "../core/redact.js";
 import { type ContextManager, contextManager } from "../memory/prune.js";
@@ -8,8 +8,18 @@ import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricin
 import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
-import { runLoop } from "./loop.js";
+import { RunHandle } from "./handle.js";
+import { type ApprovalDecision, type LoopOptions, startRun } from "./loop.js";
 import type { Budget, Mode, ToolProtocol } from "./prompt.js";
+import {
+  answeredCalls,
+  checkRunState,
+  newRunState,
+  pendingCalls,
+  type RunState,
+  sortResults,
+  waitingApprovals,
+} from "./state.js";
 
 export interface AgentOptions {
   model: Model;
@@ -71,6 +81,13 @@ export interface AgentOptions {
   secrets?: readonly string[];
   /** Called with every event of every run before it is yielded. A throw propagates out of the run. */
   onEvent?: (event: AgentEvent) => void;
+  /**
+   * Asks a person about a call that needs approval (a tool's `needsApproval`): "approve" runs it,
+   * "deny" gives the model an error result saying the user declined, "always" runs it and every
+   * later call of that tool in the run. Without it, such calls wait: the run stops with
+   * `approval_required` and `agent.resume(result.state, { approve, deny })` continues it.
+   */
+  onApproval?: (call: PendingApproval) => ApprovalDecision | Promise<ApprovalDecision>;
 }
 
 export interface RunOptions {
@@ -80,8 +97,27 @@ export interface RunOptions {
   budget?: Budget;
   /** More instructions for this run, appended after the agent's own (e.g. a chat client's system message). */
   instructions?: string;
-  /** A previous run's `messages`, to continue that conversation. Not modified. */
+  /**
+   * A previous run's `messages`, to continue that conversation. Not modified. When it ends with
+   * an unanswered `ask_question`, the input is the answer: it becomes that call's result.
+   */
   history?: readonly Message[];
+  /** The run's id, carried by every event. Default: a new `run_<uuid>`. */
+  runId?: string;
+  /** The session the run belongs to; `turn_complete` and the result carry it. */
+  sessionId?: string;
+  /** Awaited at every checkpoint (SPEC section 9) with the live state: where a store saves it. */
+  checkpoint?: (state: RunState) => Promise<void>;
+}
+
+/** How `agent.resume()` continues a run. */
+export interface ResumeOptions extends Omit<RunOptions, "history" | "runId" | "sessionId"> {
+  /** Calls waiting for approval to run: their ids, or "all". */
+  approve?: readonly string[] | "all";
+  /** Calls waiting for approval to decline (the model reads that the user declined): ids, or "all". */
+  deny?: readonly string[] | "all";
+  /** The answer to the `ask_question` the run waits on. */
+  answer?: string;
 }
 
 export const DEFAULTS = {
@@ -161,32 +197,101 @@ export class Agent {
   }
 
   /** Runs to a stop and returns the result. Never rejects for model or tool failures. */
-  async run(input: string, options: RunOptions = {}): Promise<RunResult> {
-    const events = this.stream(input, options);
-    while (true) {
-      const next = await events.next();
-      if (next.done) return next.value;
-    }
+  run(input: string, options: RunOptions = {}): Promise<RunResult> {
+    return this.stream(input, options).result;
   }
 
-  /** Streams the events of one run; the generator's return value is the `RunResult`. */
-  stream(input: string, options: RunOptions = {}): AsyncGenerator<AgentEvent, RunResult> {
+  /**
+   * Starts one run: iterate the handle for its events, await `handle.result` for its end.
+   * @throws AgentloopError for bad options (a budget that is not positive, ...).
+   */
+  stream(input: string, options: RunOptions = {}): RunHandle {
+    const state = newRunState(
+      options.runId ?? `run_${crypto.randomUUID()}`,
+      options.history ?? [],
+      options.sessionId,
+    );
+    // A history that ends with calls left open (a run that waits): the input answers an
+    // `ask_question` among them, and the others are closed as not run.
+    let last = state.messages.length - 1;
+    while (state.messages[last]?.role === "tool") last--;
+    const reply = state.messages[last];
+    if (reply?.role === "assistant" && reply.toolCalls?.length) {
+      state.pending = { assistant: last, decisions: [], breaking: [] };
+      const done = answeredCalls(state);
+      const open = reply.toolCalls.filter((call) => !done.has(call.id));
+      const question = open.find((call) => call.name === "ask_question");
+      for (const call of open) {
+        const content = call === question ? input : "This call was not run.";
+        state.messages.push({
+          role: "tool",
+          toolCallId: call.id,
+          name: call.name,
+          content,
+          isError: !question,
+        });
+      }
+      if (question) return this.start(state, options);
+      sortResults(state);
+      delete state.pending;
+    }
+    state.messages.push({ role: "user", content: input });
+    return this.start(state, options);
+  }
+
+  /**
+   * Continues a run from its state (a `RunResult.state`, or one a store kept): a run waiting for
+   * approvals (`approve`/`deny`), for an answer (`answer`), or one whose process died (its
+   * completed calls are not run again; calls that were in flight run again).
+   * @throws AgentloopError("invalid_state") for a state that cannot continue, or a decision on a call that is not waiting.
+   */
+  resume(state: RunState, options: ResumeOptions = {}): RunHandle {
+    const s = checkRunState(state);
+    if (s.status === "completed") {
+      throw new AgentloopError(
+        "invalid_state",
+        `Run ${s.runId} has completed (${s.stopReason}): start a new run with its messages as history.`,
+      );
+    }
+    if (s.status === "awaiting_approval") decide(s, options);
+    else if (options.approve !== undefined || options.deny !== undefined) {
+      throw new AgentloopError("invalid_state", `Run ${s.runId} is not waiting for approvals.`);
+    }
+    if (s.status === "awaiting_answer") {
+      if (options.answer === undefined) {
+        throw new AgentloopError("invalid_state", `Run ${s.runId} waits for an answer: pass { answer }.`);
+      }
+      const call = pendingCalls(s).find((c) => c.name === "ask_question" && !answeredCalls(s).has(c.id));
+      if (call)
+        s.messages.push({
+          role: "tool",
+          toolCallId: call.id,
+          name: call.name,
+          content: options.answer,
+          isError: false,
+        });
+    }
+    s.status = "running";
+    delete s.stopReason;
+    delete s.error;
+    return this.start(s, options);
+  }
+
+  private start(state: RunState, options: RunOptions | ResumeOptions): RunHandle {
     const o = this.options;
     const budget = { ...o.budget, ...options.budget };
     if (options.budget) this.checkBudget(budget);
     // Node fires a timer longer than 2^31-1 ms (24.8 days) at once: such a limit is no limit.
     const { timeoutMs } = budget;
     const timer = timeoutMs && timeoutMs <= 2 ** 31 - 1 ? AbortSignal.timeout(timeoutMs) : undefined;
-    const signals = [options.signal, timer];
-    const active = signals.filter((s): s is AbortSignal => s !== undefined);
-    const history: Message[] = [...(options.history ?? []), { role: "user", content: input }];
-    const events = runLoop({
+    const own = new AbortController();
+    const signals = [own.signal, options.signal, timer].filter((s): s is AbortSignal => s !== undefined);
+    const loop: LoopOptions = {
       model: this.model,
       instructions: [o.instructions, options.instructions].filter(Boolean).join("\n\n"),
       mode: o.mode ?? "natural",
       toolProtocol: o.toolProtocol ?? "native",
       tools: this.tools,
-      history,
       maxIterations: o.maxIterations ?? DEFAULTS.maxIterations,
       toolConcurrency: o.toolConcurrency ?? DEFAULTS.toolConcurrency,
       toolTimeoutMs: o.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs,
@@ -197,21 +302,29 @@ export class Agent {
       context: this.context,
       ...(this.price && { price: this.price }),
       ...(this.redact && { redact: this.redact }),
-      signal: active.length === 1 ? (active[0] as AbortSignal) : AbortSignal.any(active),
-    });
-    // No wrapper unless someone observes: every layer of async generator costs each event a few microtasks.
-    return o.onEvent ? observe(events, o.onEvent) : events;
+      ...(options.checkpoint && { checkpoint: options.checkpoint }),
+      ...(o.onApproval && { onApproval: o.onApproval }),
+      signal: signals.length === 1 ? (signals[0] as AbortSignal) : AbortSignal.any(signals),
+    };
+    return new RunHandle(state, startRun(loop, state), () => own.abort(), o.onEvent);
   }
 }
 
-async function* observe(
-  events: AsyncGenerator<AgentEvent, RunResult>,
-  onEvent: (event: AgentEvent) => void,
-): AsyncGenerator<AgentEvent, RunResult> {
-  while (true) {
-    const next = await events.next();
-    if (next.done) return next.value;
-    onEvent(next.value);
-    yield next.value;
+/** Records the decisions of `resume()` on the calls that wait for one. */
+function decide(state: RunState, options: ResumeOptions): void {
+  const waiting = waitingApprovals(state, (call) => call.name !== "ask_question");
+  const ids = new Set(waiting.map((call) => call.id));
+  const list = (given: ResumeOptions["approve"]) => (given === "all" ? [...ids] : [...(given ?? [])]);
+  const approve = list(options.approve);
+  const deny = list(options.deny);
+  for (const id of [...approve, ...deny]) {
+    if (!ids.has(id)) {
+      const names = waiting.map((call) => `${call.id} (${call.name})`).join(", ") || "none";
+      throw new AgentloopError("invalid_state", `No call '${id}' waits for approval; waiting: ${names}.`);
+    }
   }
+  const pending = state.pending as NonNullable<RunState["pending"]>;
+  const denied = new Set(deny);
+  for (const id of approve) if (!denied.has(id)) pending.decisions.push({ id, approved: true });
+  for (const id of deny) pending.decisions.push({ id, approved: false });
 }

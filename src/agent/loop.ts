@@ -1,9 +1,11 @@
-import type { AgentEvent, IterationRecord, RunResult, StopReason } from "../core/events.js";
-import { type AssistantMessage, addUsage, emptyUsage, type Message } from "../core/messages.js";
+import type { AgentEvent, StopReason } from "../core/events.js";
+import type { AssistantMessage, ToolCall, ToolMessage } from "../core/messages.js";
+import { addUsage } from "../core/messages.js";
+import type { RunState } from "../core/run-state.js";
 import type { ContextManager } from "../memory/prune.js";
 import type { Model, ModelError, ModelReply, ToolSpec } from "../models/adapter.js";
 import { costOf, type ModelPrice } from "../models/pricing.js";
-import { type CallOutcome, executeCalls, type PreparedCall, prepareCall } from "../tools/execute.js";
+import { executeCalls, type PreparedCall, prepareCall } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
 import {
   type Budget,
@@ -16,9 +18,13 @@ import {
   systemPrompt,
   type ToolProtocol,
 } from "./prompt.js";
+import { answeredCalls, pendingCalls, sortResults } from "./state.js";
 import { CircuitBreaker, RepetitionGuard } from "./stop.js";
 
-/** Everything the loop needs, passed in. Defaults are applied by `Agent`. */
+/** A person's answer to `onApproval`: run it, decline it, or allow the tool for the rest of the run. */
+export type ApprovalDecision = "approve" | "deny" | "always";
+
+/** Everything the loop needs, fixed for a run. Defaults are applied by `Agent`. */
 export interface LoopOptions {
   /** The model, already wrapped for the tool protocol. */
   model: Model;
@@ -27,8 +33,6 @@ export interface LoopOptions {
   toolProtocol: ToolProtocol;
   /** Tools in the order they are offered to the model (loop-breaking ones included). */
   tools: readonly Tool[];
-  /** The conversation so far, ending with the new user message. The loop appends to it. */
-  history: Message[];
   maxIterations: number;
   toolConcurrency: number;
   toolTimeoutMs: number;
@@ -43,189 +47,329 @@ export interface LoopOptions {
   price?: ModelPrice;
   /** Removes configured secrets from tool results, progress messages and error messages. */
   redact?: (text: string) => string;
+  /**
+   * Called at every checkpoint (SPEC section 9): after the user's input, after a reply with tool
+   * calls (before they start), after each tool result, after each iteration and at the stop. The
+   * run waits for it, so a store can make each one durable. A throw ends the run (rejects).
+   */
+  checkpoint?: (state: RunState) => Promise<void>;
+  /** Asks a person about a call that needs approval; without it such calls wait in the state. */
+  onApproval?: (call: {
+    id: string;
+    name: string;
+    arguments: Record<string, unknown>;
+  }) => ApprovalDecision | Promise<ApprovalDecision>;
   signal: AbortSignal;
 }
 
 /**
- * The agent loop: an explicit iteration of one model call, then the tool calls it asked for,
- * until a stop condition. Yields the events of SPEC section 3 and returns the run's result.
- * Never throws for model or tool failures: they end the run with a stop reason or become
- * error results the model reads.
+ * What comes after an iteration. Stopping is data: the loop never throws for model or tool
+ * failures, it says why it stops.
  */
-export async function* runLoop(options: LoopOptions): AsyncGenerator<AgentEvent, RunResult> {
-  const { model, history, signal, mode, maxIterations, budget, price, context } = options;
-  const startedAt = performance.now();
-  const tools = new Map(options.tools.map((tool) => [tool.name, tool]));
+export type Next =
+  | { type: "continue" }
+  | { type: "stop"; stopReason: StopReason; error?: { message: string; code: string } }
+  /** The run waits for approvals or for the answer to `ask_question`; the state says which calls. */
+  | { type: "wait"; for: "approval" | "answer" };
+
+/** A run's loop: its options and what is derived from them once. */
+export interface Run {
+  options: LoopOptions;
+  tools: ReadonlyMap<string, Tool>;
+  nativeTools: readonly ToolSpec[];
+  stable: string;
+  breaker: CircuitBreaker;
+  repetition: RepetitionGuard;
+  startedAt: number;
+  /** When the current iteration started in this process. */
+  iterationStartedAt: number;
+}
+
+export function startRun(options: LoopOptions, state: RunState): Run {
   const specs: ToolSpec[] = options.tools.map(({ name, description, parameters }) => ({
     name,
     description,
     parameters,
   }));
-  const stable = stablePrompt({ ...options, tools: specs });
-  const nativeTools = options.toolProtocol === "native" ? specs : [];
-  const breaker = new CircuitBreaker(options.circuitBreakerThreshold);
-  const repetition = new RepetitionGuard(options.repetitionThreshold);
-  const usage = emptyUsage();
-  const steps: IterationRecord[] = [];
-  let iterations = 0;
-  let output = "";
-  let refusal: string | undefined;
+  return {
+    options,
+    tools: new Map(options.tools.map((tool) => [tool.name, tool])),
+    nativeTools: options.toolProtocol === "native" ? specs : [],
+    stable: stablePrompt({ ...options, tools: specs }),
+    breaker: new CircuitBreaker(options.circuitBreakerThreshold, state.guards.breaker),
+    repetition: new RepetitionGuard(options.repetitionThreshold, state.guards.repetition),
+    startedAt: performance.now(),
+    iterationStartedAt: performance.now(),
+  };
+}
 
-  function* finish(
-    stopReason: StopReason,
-    cause?: { message: string; code: string },
-  ): Generator<AgentEvent, RunResult> {
-    const error = cause && options.redact ? { ...cause, message: options.redact(cause.message) } : cause;
-    if (error) yield { type: "error", message: error.message, code: error.code };
-    yield { type: "turn_complete", stopReason, iterations, output, usage: { ...usage } };
-    const result: RunResult = { output, stopReason, iterations, messages: history, usage, steps };
-    if (refusal !== undefined) result.refusal = refusal;
-    if (error) result.error = error;
-    return result;
+const CONTINUE: Next = { type: "continue" };
+const checkpoint = (run: Run, state: RunState) => run.options.checkpoint?.(state);
+
+/**
+ * Advances the run by one iteration: one model call and the tool calls it asks for (or, when
+ * the state has calls pending from an earlier reply, those calls). Yields the events of SPEC
+ * section 3 and returns what comes next. Mutates `state`, which is consistent at every yield.
+ */
+export async function* advance(state: RunState, run: Run): AsyncGenerator<AgentEvent, Next> {
+  if (state.pending) return yield* callTools(state, run);
+  const { model, signal, mode, maxIterations, budget, price, context } = run.options;
+  const { runId } = state;
+  if (signal.aborted) return { type: "stop", stopReason: "aborted" };
+  if (state.iteration >= maxIterations) return { type: "stop", stopReason: "max_iterations" };
+  const spent = {
+    tokens: state.usage.inputTokens + state.usage.outputTokens,
+    costUsd: state.usage.costUsd ?? 0,
+    elapsedMs: performance.now() - run.startedAt,
+  };
+  const over = budgetExceeded(budget, spent);
+  if (over)
+    return { type: "stop", stopReason: "budget_exceeded", error: { message: over, code: "budget_exceeded" } };
+
+  const iteration = ++state.iteration;
+  const started = performance.now();
+  run.iterationStartedAt = started;
+  yield { type: "iteration_start", iteration, runId };
+  const system = systemPrompt(
+    run.stable,
+    iterationWarning(iteration, maxIterations, mode),
+    budgetWarning(budget, spent),
+  );
+  let reply: ModelReply | undefined;
+  let failure: ModelError | undefined;
+  const messages = context
+    ? await context.fit(state.messages, system, run.nativeTools, signal)
+    : state.messages;
+  for await (const event of model.stream({ system, messages, tools: run.nativeTools }, { signal })) {
+    if (event.type === "text_delta") yield { type: "message_delta", text: event.text, runId };
+    else if (event.type === "thinking_delta") yield { type: "thinking", text: event.text, runId };
+    else if (event.type === "done") reply = event.message;
+    else failure = event.error;
+  }
+  const modelMs = performance.now() - started;
+  if (signal.aborted || failure?.code === "aborted") return { type: "stop", stopReason: "aborted" };
+  if (!reply) {
+    const error = failure ?? { message: "The model stream ended without a reply.", code: "invalid_response" };
+    return { type: "stop", stopReason: "model_error", error: { message: error.message, code: error.code } };
   }
 
-  while (true) {
-    if (signal.aborted) return yield* finish("aborted");
-    if (iterations >= maxIterations) return yield* finish("max_iterations");
-    const spent = {
-      tokens: usage.inputTokens + usage.outputTokens,
-      costUsd: usage.costUsd ?? 0,
-      elapsedMs: 0,
-    };
-    if (budget.maxTokens !== undefined && spent.tokens >= budget.maxTokens) {
-      const message = `Token budget spent: ${spent.tokens} of ${budget.maxTokens} tokens.`;
-      return yield* finish("budget_exceeded", { message, code: "budget_exceeded" });
-    }
-    if (budget.maxCostUsd !== undefined && spent.costUsd >= budget.maxCostUsd) {
-      const message = `Cost budget spent: ${formatUsd(spent.costUsd)} of ${formatUsd(budget.maxCostUsd)}.`;
-      return yield* finish("budget_exceeded", { message, code: "budget_exceeded" });
-    }
-    spent.elapsedMs = performance.now() - startedAt;
-    iterations++;
-    const started = performance.now();
-    yield { type: "iteration_start", iteration: iterations };
+  if (price) reply.usage.costUsd = costOf(reply.usage, price);
+  addUsage(state.usage, reply.usage);
+  const { content, toolCalls, refusal } = reply;
+  const assistant: AssistantMessage = { role: "assistant", content };
+  if (reply.thinking) assistant.thinking = reply.thinking;
+  if (reply.thinkingSignature) assistant.thinkingSignature = reply.thinkingSignature;
+  if (toolCalls.length > 0) assistant.toolCalls = toolCalls;
+  state.messages.push(assistant);
+  if (refusal === undefined) delete state.refusal;
+  else state.refusal = refusal;
+  state.output = content || (refusal ?? "");
+  yield refusal === undefined
+    ? { type: "message", content, runId }
+    : { type: "message", content, refusal, runId };
+  state.steps.push({
+    iteration,
+    durationMs: modelMs,
+    modelMs,
+    finishReason: reply.finishReason,
+    usage: reply.usage,
+    toolCalls: toolCalls.length,
+    toolErrors: 0,
+  });
 
-    const system = systemPrompt(
-      stable,
-      iterationWarning(iterations, maxIterations, mode),
-      budgetWarning(budget, spent),
-    );
-    let reply: ModelReply | undefined;
-    let failure: ModelError | undefined;
-    const messages = context ? await context.fit(history, system, nativeTools, signal) : history;
-    for await (const event of model.stream({ system, messages, tools: nativeTools }, { signal })) {
-      if (event.type === "text_delta") yield { type: "message_delta", text: event.text };
-      else if (event.type === "thinking_delta") yield { type: "thinking", text: event.text };
-      else if (event.type === "done") reply = event.message;
-      else failure = event.error;
+  if (toolCalls.length === 0) {
+    if (mode === "natural") return { type: "stop", stopReason: "final_answer" };
+    state.messages.push({ role: "user", content: EXPLICIT_CORRECTION });
+    if (run.breaker.fail("\u0000no_tool_call", "the reply had no tool call (explicit mode requires one)")) {
+      return circuitBreaker(run);
     }
-    const modelMs = performance.now() - started;
-    if (signal.aborted || failure?.code === "aborted") return yield* finish("aborted");
-    if (!reply) {
-      const { message, code } = failure ?? {
-        message: "The model stream ended without a reply.",
-        code: "invalid_response",
-      };
-      return yield* finish("model_error", { message, code });
-    }
+    await checkpoint(run, state);
+    return CONTINUE;
+  }
+  // The reply is stored before any of its calls starts, so a crash never asks the model again.
+  state.pending = { assistant: state.messages.length - 1, decisions: [], breaking: [] };
+  await checkpoint(run, state);
+  return yield* callTools(state, run);
+}
 
-    if (price) reply.usage.costUsd = costOf(reply.usage, price);
-    addUsage(usage, reply.usage);
-    const { content, toolCalls } = reply;
-    const assistant: AssistantMessage = { role: "assistant", content };
-    if (reply.thinking) assistant.thinking = reply.thinking;
-    if (reply.thinkingSignature) assistant.thinkingSignature = reply.thinkingSignature;
-    if (toolCalls.length > 0) assistant.toolCalls = toolCalls;
-    history.push(assistant);
-    refusal = reply.refusal;
-    output = content || (refusal ?? "");
-    yield refusal === undefined ? { type: "message", content } : { type: "message", content, refusal };
-    const step: IterationRecord = {
-      iteration: iterations,
-      durationMs: modelMs,
-      modelMs,
-      finishReason: reply.finishReason,
-      usage: reply.usage,
-      toolCalls: toolCalls.length,
-      toolErrors: 0,
-    };
-    steps.push(step);
+/**
+ * The pending reply's calls: those without a result run (after approval where needed), each
+ * result is appended and checkpointed the moment it completes, and once all are in they are
+ * put in call order and the guards see them. Calls waiting for a person or for the answer to
+ * `ask_question` leave the run waiting.
+ */
+async function* callTools(state: RunState, run: Run): AsyncGenerator<AgentEvent, Next> {
+  const { signal, onApproval } = run.options;
+  const { runId } = state;
+  const pending = state.pending as NonNullable<RunState["pending"]>;
+  const calls = pendingCalls(state);
+  const done = answeredCalls(state);
+  const open = calls
+    .map((call, index) => prepareCall(call, index, run.tools))
+    .filter((prepared) => !done.has(prepared.call.id));
+  for (const { call, arguments: args } of open) {
+    yield { type: "tool_call", id: call.id, name: call.name, arguments: args, runId };
+  }
 
-    if (toolCalls.length === 0) {
-      if (mode === "natural") return yield* finish("final_answer");
-      history.push({ role: "user", content: EXPLICIT_CORRECTION });
-      if (breaker.fail("\u0000no_tool_call", "the reply had no tool call (explicit mode requires one)")) {
-        return yield* finish("circuit_breaker", { message: breaker.message, code: "circuit_breaker" });
-      }
+  const ready: PreparedCall[] = [];
+  let waitingApproval = false;
+  let waitingAnswer = false;
+  for (const prepared of open) {
+    const { call, arguments: args } = prepared;
+    if (awaitsAnswer(prepared)) {
+      waitingAnswer = true;
       continue;
     }
-
-    const prepared: PreparedCall[] = toolCalls.map((call, index) => prepareCall(call, index, tools));
-    for (const { call, arguments: args } of prepared) {
-      yield { type: "tool_call", id: call.id, name: call.name, arguments: args };
+    if (!needsApproval(prepared, state)) {
+      ready.push(prepared);
+      continue;
     }
-    const outcomes: CallOutcome[] = new Array(prepared.length);
-    const execution = executeCalls(prepared, {
-      signal,
-      concurrency: options.toolConcurrency,
-      timeoutMs: options.toolTimeoutMs,
-      maxResultChars: options.maxToolResultChars,
-      ...(options.redact && { redact: options.redact }),
-    });
-    for await (const update of execution) {
-      const { id, name } = toolCalls[update.index] as (typeof toolCalls)[number];
-      if (update.type === "progress") {
-        const { progress, total, message } = update;
-        yield {
-          type: "tool_progress",
-          id,
-          name,
-          progress,
-          ...(total !== undefined && { total }),
-          ...(message && { message }),
-        };
+    let decision = pending.decisions.find((d) => d.id === call.id);
+    if (!decision) {
+      yield { type: "approval_request", id: call.id, name: call.name, arguments: args, runId };
+      if (!onApproval) {
+        waitingApproval = true;
         continue;
       }
-      if (context) update.content = context.truncateToolResult(update.content);
-      outcomes[update.index] = update;
-      const { content, isError, durationMs } = update;
-      yield { type: "tool_result", id, name, content, isError, durationMs };
+      const answer = await onApproval({ id: call.id, name: call.name, arguments: args });
+      if (answer === "always") state.allowedTools.push(call.name);
+      decision = { id: call.id, approved: answer !== "deny" };
+      pending.decisions.push(decision);
     }
+    if (decision.approved) ready.push(prepared);
+    else yield* record(state, run, call, "The user declined this call: it was not run.", true, 0, false);
+  }
 
-    // Results go back in call order, whatever order they finished in; the guards see them in that order too.
-    let breaking: CallOutcome | undefined;
-    for (const outcome of outcomes) {
-      const call = toolCalls[outcome.index] as (typeof toolCalls)[number];
-      history.push({
-        role: "tool",
-        toolCallId: call.id,
-        name: call.name,
-        content: outcome.content,
-        isError: outcome.isError,
-      });
-      repetition.record(call.name, call.arguments.trim());
-      if (outcome.isError) {
-        step.toolErrors++;
-        const description = `${call.name}(${call.arguments.trim()}) -> ${outcome.content}`;
-        breaker.fail(`${call.name}\u0000${call.arguments.trim()}\u0000${outcome.content}`, description);
-      } else breaker.succeed();
-      if (outcome.breaksLoop && !breaking) breaking = outcome;
+  const execution = executeCalls(ready, {
+    signal,
+    concurrency: run.options.toolConcurrency,
+    timeoutMs: run.options.toolTimeoutMs,
+    maxResultChars: run.options.maxToolResultChars,
+    ...(run.options.redact && { redact: run.options.redact }),
+  });
+  for await (const update of execution) {
+    const { id, name } = calls[update.index] as ToolCall;
+    if (update.type === "progress") {
+      const { progress, total, message } = update;
+      yield {
+        type: "tool_progress",
+        id,
+        name,
+        progress,
+        ...(total !== undefined && { total }),
+        ...(message && { message }),
+        runId,
+      };
+      continue;
     }
-    step.durationMs = performance.now() - started;
+    const content = run.options.context
+      ? run.options.context.truncateToolResult(update.content)
+      : update.content;
+    const call = calls[update.index] as ToolCall;
+    yield* record(state, run, call, content, update.isError, update.durationMs, update.breaksLoop);
+  }
 
-    if (signal.aborted) return yield* finish("aborted");
-    if (breaking) {
-      output = breaking.content;
-      return yield* finish(stopReasonOf(toolCalls[breaking.index]?.name));
-    }
-    if (breaker.tripped)
-      return yield* finish("circuit_breaker", { message: breaker.message, code: "circuit_breaker" });
-    const warning = repetition.warning();
-    if (warning) history.push({ role: "user", content: warning });
+  if (signal.aborted) return { type: "stop", stopReason: "aborted" };
+  if (waitingApproval) return { type: "wait", for: "approval" };
+  if (waitingAnswer) {
+    const question = open.find(awaitsAnswer);
+    state.output = String(question?.arguments.question ?? "");
+    return { type: "wait", for: "answer" };
+  }
+  return finishIteration(state, run);
+}
+
+/** Appends one call's result, tells the listeners, and checkpoints it. */
+async function* record(
+  state: RunState,
+  run: Run,
+  call: ToolCall,
+  content: string,
+  isError: boolean,
+  durationMs: number,
+  breaks: boolean,
+): AsyncGenerator<AgentEvent, void> {
+  const message: ToolMessage = { role: "tool", toolCallId: call.id, name: call.name, content, isError };
+  state.messages.push(message);
+  if (breaks) state.pending?.breaking.push(call.id);
+  yield {
+    type: "tool_result",
+    id: call.id,
+    name: call.name,
+    content,
+    isError,
+    durationMs,
+    runId: state.runId,
+  };
+  await checkpoint(run, state);
+}
+
+/** All results are in: call order, the guards, and what the calls decided. */
+async function finishIteration(state: RunState, run: Run): Promise<Next> {
+  sortResults(state);
+  const pending = state.pending as NonNullable<RunState["pending"]>;
+  const calls = pendingCalls(state);
+  const step = state.steps.at(-1);
+  let breaking: ToolMessage | undefined;
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i] as ToolCall;
+    const result = state.messages[pending.assistant + 1 + i] as ToolMessage;
+    run.repetition.record(call.name, call.arguments.trim());
+    if (result.isError) {
+      if (step) step.toolErrors++;
+      const description = `${call.name}(${call.arguments.trim()}) -> ${result.content}`;
+      run.breaker.fail(`${call.name}\u0000${call.arguments.trim()}\u0000${result.content}`, description);
+    } else run.breaker.succeed();
+    if (!breaking && pending.breaking.includes(call.id)) breaking = result;
+  }
+  delete state.pending;
+  if (step) step.durationMs = performance.now() - run.iterationStartedAt;
+  if (breaking) {
+    state.output = breaking.content;
+    return { type: "stop", stopReason: stopReasonOf(breaking.name) };
+  }
+  if (run.breaker.tripped) return circuitBreaker(run);
+  const warning = run.repetition.warning();
+  if (warning) state.messages.push({ role: "user", content: warning });
+  await checkpoint(run, state);
+  return CONTINUE;
+}
+
+function circuitBreaker(run: Run): Next {
+  return {
+    type: "stop",
+    stopReason: "circuit_breaker",
+    error: { message: run.breaker.message, code: "circuit_breaker" },
+  };
+}
+
+function budgetExceeded(budget: Budget, spent: { tokens: number; costUsd: number }): string | undefined {
+  if (budget.maxTokens !== undefined && spent.tokens >= budget.maxTokens) {
+    return `Token budget spent: ${spent.tokens} of ${budget.maxTokens} tokens.`;
+  }
+  if (budget.maxCostUsd !== undefined && spent.costUsd >= budget.maxCostUsd) {
+    return `Cost budget spent: ${formatUsd(spent.costUsd)} of ${formatUsd(budget.maxCostUsd)}.`;
+  }
+  return undefined;
+}
+
+/** A valid `ask_question` call: its result is the person's answer, so it waits for one. */
+function awaitsAnswer(prepared: PreparedCall): boolean {
+  return prepared.call.name === "ask_question" && prepared.tool?.loopBreaking === true && !prepared.error;
+}
+
+function needsApproval(prepared: PreparedCall, state: RunState): boolean {
+  const rule = prepared.tool?.needsApproval;
+  if (!rule || prepared.error || state.allowedTools.includes(prepared.call.name)) return false;
+  if (rule === true) return true;
+  try {
+    return rule(prepared.value) !== false;
+  } catch {
+    return true; // when in doubt, ask
   }
 }
 
 /** Built-in loop-breaking tools stop with their own reason; other loop-breaking tools count as task completion. */
-function stopReasonOf(toolName: string | undefined): StopReason {
-  return toolName === "ask_question" || toolName === "converse" ? toolName : "task_completion";
+function stopReasonOf(toolName: string): StopReason {
+  return toolName === "converse" ? "converse" : "task_completion";
 }

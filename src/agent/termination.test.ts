@@ -78,11 +78,43 @@ describe("explicit mode", () => {
     expect(first).toMatchObject({ stopReason: "ask_question", output: "Which city?" });
     const second = await agent.run("Paris", { history: first.messages });
     expect(second).toMatchObject({ stopReason: "converse", output: "Paris is lovely in spring." });
+    // SPEC section 9: the answer reaches the model as the result of that ask_question call.
+    expect(first.messages.at(-1)).toMatchObject({ role: "assistant", toolCalls: [{ name: "ask_question" }] });
     expect(model.requests[1]?.messages.slice(-3)).toMatchObject([
+      { role: "user", content: "Recommend a city break" },
       { role: "assistant", toolCalls: [{ name: "ask_question" }] },
-      { role: "tool", name: "ask_question", content: "Which city?" },
-      { role: "user", content: "Paris" },
+      { role: "tool", name: "ask_question", content: "Paris", isError: false },
     ]);
+  });
+
+  it("continues a run that waits for an answer from its state, in call order with the other calls", async () => {
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: "ask_question", arguments: { question: "Which city?" } },
+          { name: "note", arguments: { text: "Thinking about it." } },
+        ],
+      },
+      { toolCalls: [{ name: "task_completion", arguments: { result: "Paris it is." } }] },
+    ]);
+    const note = defineTool({
+      name: "note",
+      description: "Notes something.",
+      parameters: z.object({ text: z.string() }),
+      execute: ({ text }) => text,
+    });
+    const agent = new Agent({ model, mode: "explicit", tools: [note] });
+    const first = await agent.run("Pick a city");
+    expect(first).toMatchObject({ stopReason: "ask_question", output: "Which city?" });
+    expect(first.state.status).toBe("awaiting_answer");
+    const stored = JSON.parse(JSON.stringify(first.state)); // the state is plain JSON
+    const second = await agent.resume(stored, { answer: "Paris" }).result;
+    expect(second).toMatchObject({ stopReason: "task_completion", output: "Paris it is.", iterations: 2 });
+    expect(model.requests[1]?.messages.slice(-2)).toMatchObject([
+      { role: "tool", name: "ask_question", content: "Paris" },
+      { role: "tool", name: "note", content: "Thinking about it." },
+    ]);
+    expect(() => agent.resume(second.state)).toThrow(/has completed \(task_completion\)/);
   });
 
   it("rejects a user tool that clashes with a loop-breaking tool", () => {

@@ -114,26 +114,8 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       };
       let midLine = false;
       try {
-        const events = agent.stream(input, { signal: turn.signal, history });
-        while (true) {
-          const next = await events.next();
-          if (next.done) {
-            stopSpinner();
-            const result = next.value;
-            if (midLine) write("\n");
-            if (
-              result.stopReason === "ask_question" ||
-              result.stopReason === "task_completion" ||
-              result.stopReason === "converse"
-            ) {
-              write(`${result.stopReason === "ask_question" ? "? " : ""}${result.output}\n`);
-            }
-            const reason = stopLine(result.stopReason, result.iterations, result.error);
-            if (reason && result.stopReason !== "ask_question")
-              write(`${dim(`${reason.replace(/^agentloop: /, "(")})`)}\n`);
-            return result.messages;
-          }
-          const event = next.value;
+        const run = agent.stream(input, { signal: turn.signal, history });
+        for await (const event of run) {
           if (event.type === "iteration_start") startSpinner();
           else if (event.type === "message_delta") {
             stopSpinner();
@@ -146,6 +128,20 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
             progress(event);
           }
         }
+        stopSpinner();
+        const result = await run.result;
+        if (midLine) write("\n");
+        if (
+          result.stopReason === "ask_question" ||
+          result.stopReason === "task_completion" ||
+          result.stopReason === "converse"
+        ) {
+          write(`${result.stopReason === "ask_question" ? "? " : ""}${result.output}\n`);
+        }
+        const reason = stopLine(result.stopReason, result.iterations, result.error);
+        if (reason && result.stopReason !== "ask_question")
+          write(`${dim(`${reason.replace(/^agentloop: /, "(")})`)}\n`);
+        return result.messages;
       } finally {
         stopSpinner();
         turn = undefined;

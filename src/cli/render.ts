@@ -11,6 +11,7 @@ export const EXIT_CODES: Record<StopReason, number> = {
   budget_exceeded: 7,
   aborted: 130,
   model_error: 5,
+  approval_required: 8,
 };
 
 /** Exit code for bad usage and configuration errors. */

@@ -164,22 +164,18 @@ async function runTurn(agent: Agent, prompt: string, flags: CliFlags, signal: Ab
   const progress = showProgress
     ? progressRenderer((line) => process.stderr.write(`${line}\n`), process.stderr.isTTY === true)
     : undefined;
-  const events = agent.stream(prompt, { signal });
-  while (true) {
-    const next = await events.next();
-    if (next.done) {
-      const result = next.value;
-      if (!flags.json) {
-        if (result.output !== "" || result.stopReason === "final_answer")
-          await writeOut(`${result.output}\n`);
-        const line = stopLine(result.stopReason, result.iterations, result.error);
-        if (line) process.stderr.write(`${line}\n`);
-      }
-      return EXIT_CODES[result.stopReason];
-    }
-    if (flags.json) await writeOut(`${JSON.stringify(next.value)}\n`);
-    progress?.(next.value);
+  const run = agent.stream(prompt, { signal });
+  for await (const event of run) {
+    if (flags.json) await writeOut(`${JSON.stringify(event)}\n`);
+    progress?.(event);
   }
+  const result = await run.result;
+  if (!flags.json) {
+    if (result.output !== "" || result.stopReason === "final_answer") await writeOut(`${result.output}\n`);
+    const line = stopLine(result.stopReason, result.iterations, result.error);
+    if (line) process.stderr.write(`${line}\n`);
+  }
+  return EXIT_CODES[result.stopReason];
 }
 
 /** Writes to stdout, waiting for a full pipe to drain. */

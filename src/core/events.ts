@@ -1,4 +1,5 @@
 import type { Message, Usage } from "./messages.js";
+import type { RunState } from "./run-state.js";
 
 /** Why a run ended (SPEC section 2). Every run ends with exactly one. */
 export type StopReason =
@@ -10,10 +11,18 @@ export type StopReason =
   | "circuit_breaker"
   | "budget_exceeded"
   | "aborted"
-  | "model_error";
+  | "model_error"
+  | "approval_required";
 
-/** The events of a run (SPEC section 3). `type` and the listed fields are a public contract. */
-export type AgentEvent =
+/** A tool call waiting for a person's decision. */
+export interface PendingApproval {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/** The events of a run without the `runId` every one of them carries. */
+export type AgentEventBody =
   | { type: "iteration_start"; iteration: number }
   | { type: "thinking"; text: string }
   | { type: "message_delta"; text: string }
@@ -22,13 +31,36 @@ export type AgentEvent =
   | { type: "tool_call"; id: string; name: string; arguments: Record<string, unknown> }
   | { type: "tool_progress"; id: string; name: string; progress: number; total?: number; message?: string }
   | { type: "tool_result"; id: string; name: string; content: string; isError: boolean; durationMs: number }
-  | { type: "turn_complete"; stopReason: StopReason; iterations: number; output: string; usage: Usage }
+  | { type: "approval_request"; id: string; name: string; arguments: Record<string, unknown> }
+  | {
+      type: "turn_complete";
+      stopReason: StopReason;
+      iterations: number;
+      output: string;
+      usage: Usage;
+      /** The calls waiting for a decision, when `stopReason` is `approval_required`. */
+      pendingApprovals?: PendingApproval[];
+      sessionId?: string;
+    }
   | { type: "error"; message: string; code: string };
+
+/** The events of a run (SPEC section 3). `type` and the listed fields are a public contract. */
+export type AgentEvent = AgentEventBody & { runId: string };
 
 export type AgentEventType = AgentEvent["type"];
 
 /** What `agent.run()` returns; `stream()` returns the same value when it finishes. */
 export interface RunResult {
+  runId: string;
+  /** Set when the run belongs to a session. */
+  sessionId?: string;
+  /**
+   * The run as a value: pass it to `agent.resume()` to continue a run that waits for approvals
+   * or an answer, or store it (it is plain JSON).
+   */
+  state: RunState;
+  /** The calls waiting for a decision, when `stopReason` is `approval_required`. */
+  pendingApprovals?: PendingApproval[];
   /** The final answer, or the last assistant text for other stops (the question for `ask_question`). */
   output: string;
   stopReason: StopReason;

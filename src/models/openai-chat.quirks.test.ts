@@ -212,7 +212,7 @@ describe("Ollama, vLLM and llama.cpp server streams", () => {
     expect(events.filter((e) => e.type === "tool_call")).toMatchObject([
       { id: "chatcmpl-tool-5d1e", name: "add", arguments: { a: 2, b: 3 } },
     ]);
-    expect(events.filter((e) => e.type === "thinking")).toEqual([
+    expect(events.filter((e) => e.type === "thinking")).toMatchObject([
       { type: "thinking", text: "The tool said 5." },
     ]);
     expect(s.requests[1]?.body.messages.at(-1)).toEqual({

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import type { Agent } from "../agent/agent.js";
+import type { RunHandle } from "../agent/handle.js";
 import { errorMessage } from "../core/errors.js";
 import type { AgentEvent, RunResult } from "../core/events.js";
 import { errorResponse, finishReason, type Redact, runErrorResponse, SHUTDOWN_CUT } from "./errors.js";
@@ -25,7 +26,7 @@ export interface ChatDeps {
   keepAliveMs: number;
 }
 
-type Step = IteratorResult<AgentEvent, RunResult>;
+type Step = IteratorResult<AgentEvent, undefined>;
 const HELD = Symbol("held");
 
 /**
@@ -60,29 +61,28 @@ export async function chatCompletions(c: Context<ServerEnv>, deps: ChatDeps): Pr
   const run = deps.runs.start(c.req.raw.signal);
   let handedOver = false;
   try {
+    const id = `chatcmpl-${randomUUID()}`;
     const events = agent.stream(input.input, {
+      runId: id,
       signal: run.signal,
       history: input.history,
       ...(input.instructions !== "" && { instructions: input.instructions }),
     });
-    const mapper = new ChunkMapper(`chatcmpl-${randomUUID()}`, model, Math.floor(Date.now() / 1000));
+    const mapper = new ChunkMapper(id, model, Math.floor(Date.now() / 1000));
     const record = (result: RunResult) => {
       deps.metrics.record(model, result);
       if (log) log.stopReason = result.stopReason;
     };
 
     if (!request.stream) {
-      let next = await events.next();
-      while (!next.done) {
-        mapper.map(next.value);
-        next = await events.next();
-      }
-      record(next.value);
+      for await (const event of events) mapper.map(event);
+      const result = await events.result;
+      record(result);
       if (run.cut) return errorResponse(503, SHUTDOWN_CUT.message, SHUTDOWN_CUT.code);
-      const reason = finishReason(next.value.stopReason);
+      const reason = finishReason(result.stopReason);
       return reason === undefined
-        ? runErrorResponse(next.value, deps.redact)
-        : c.json(mapper.completion(next.value, reason));
+        ? runErrorResponse(result, deps.redact)
+        : c.json(mapper.completion(result, reason));
     }
 
     // Hold the headers a moment, until the run has output: a run that fails at once is a 502.
@@ -106,7 +106,7 @@ export async function chatCompletions(c: Context<ServerEnv>, deps: ChatDeps): Pr
  * (still running, or the end): it has a handler (the race's), so a rejection is never unhandled.
  */
 async function firstOutput(
-  events: AsyncGenerator<AgentEvent, RunResult>,
+  events: RunHandle,
   mapper: ChunkMapper,
   holdMs: number,
 ): Promise<{ head: Chunk[]; next: Promise<Step> | undefined; ended?: RunResult }> {
@@ -119,7 +119,7 @@ async function firstOutput(
       const next = events.next();
       const step = await Promise.race([next, held]);
       if (step === HELD) return { head: [], next };
-      if (step.done) return { head: [], next, ended: step.value };
+      if (step.done) return { head: [], next, ended: await events.result };
       const head = mapper.map(step.value);
       if (head.length > 0) return { head, next: undefined };
     }
@@ -130,7 +130,7 @@ async function firstOutput(
 
 interface StreamState {
   run: TrackedRun;
-  events: AsyncGenerator<AgentEvent, RunResult>;
+  events: RunHandle;
   /** The next step when it was already asked for (before the headers went). */
   next: Promise<Step> | undefined;
   /** Chunks mapped before the headers went. */
@@ -163,10 +163,11 @@ function stream(c: Context, s: StreamState): Response {
         for (const chunk of s.mapper.map(next.value)) await send(chunk);
         next = await s.events.next();
       }
-      s.record(next.value);
-      stopReason = next.value.stopReason;
-      const cut = s.run.cut ? SHUTDOWN_CUT : undefined;
-      for (const chunk of s.mapper.finish(next.value, s.includeUsage, cut)) await send(chunk);
+      const result = await s.events.result;
+      s.record(result);
+      stopReason = result.stopReason;
+      const cut = s.run.cut ? { ...SHUTDOWN_CUT, runId: result.runId } : undefined;
+      for (const chunk of s.mapper.finish(result, s.includeUsage, cut)) await send(chunk);
     } catch (error) {
       // Not a model or tool failure (those end the run normally): a bug, or an onEvent hook that threw.
       s.run.abort();
@@ -174,6 +175,7 @@ function stream(c: Context, s: StreamState): Response {
         type: "error",
         message: s.deps.redact(`Internal server error: ${errorMessage(error)}`),
         code: "internal_error",
+        runId: s.events.runId,
       };
       stopReason = "internal_error";
       await send(s.mapper.chunk({}, event, "stop"));

@@ -85,6 +85,7 @@ export function finishReason(stopReason: StopReason): "stop" | "length" | undefi
     case "task_completion":
     case "converse":
     case "ask_question":
+    case "approval_required":
       return "stop";
     case "max_iterations":
     case "budget_exceeded":

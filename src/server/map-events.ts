@@ -125,6 +125,7 @@ export class ChunkMapper {
       case "tool_call":
       case "tool_progress":
       case "tool_result":
+      case "approval_request":
         return [this.chunk({}, event)];
       case "error":
         // Held until `turn_complete` tells whether it ends the run (then it is the last chunk).
@@ -155,6 +156,7 @@ export class ChunkMapper {
         type: "error",
         message: result.error?.message ?? `The run stopped: ${result.stopReason}.`,
         code: result.error?.code ?? result.stopReason,
+        runId: result.runId,
       };
       chunks.push(this.chunk({}, complete), this.chunk({}, error, "stop"));
     } else {
@@ -207,6 +209,7 @@ export class ChunkMapper {
         iterations: result.iterations,
         output: result.output,
         usage: result.usage,
+        runId: result.runId,
       }
     );
   }

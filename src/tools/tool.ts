@@ -39,6 +39,12 @@ export interface Tool {
    * arguments and the result for tools that end the run only sometimes.
    */
   readonly loopBreaking?: boolean | ((args: unknown, result: ToolResultInfo) => boolean);
+  /**
+   * Whether a call must be approved by a person before it runs: `true`, or a predicate of the
+   * validated arguments (a throw counts as `true`). Without `onApproval`, such calls wait and the
+   * run stops with `approval_required`.
+   */
+  readonly needsApproval?: boolean | ((args: unknown) => boolean);
   /** Checks the parsed arguments; the message names the offending field. Must not throw. */
   validate(args: unknown): ValidationResult;
   /** Runs the tool. A non-string result is serialised to JSON; a throw becomes an error result. */
@@ -58,6 +64,7 @@ interface ToolDefinitionBase {
   timeoutMs?: number;
   sequential?: boolean;
   loopBreaking?: Tool["loopBreaking"];
+  needsApproval?: Tool["needsApproval"];
 }
 
 /** A tool whose arguments are described by a zod schema (an object schema). */
@@ -111,6 +118,7 @@ export function defineTool(definition: ZodToolDefinition<z.ZodType> | JsonSchema
     ...(definition.timeoutMs !== undefined && { timeoutMs: definition.timeoutMs }),
     ...(definition.sequential !== undefined && { sequential: definition.sequential }),
     ...(definition.loopBreaking !== undefined && { loopBreaking: definition.loopBreaking }),
+    ...(definition.needsApproval !== undefined && { needsApproval: definition.needsApproval }),
     validate: (args) => validateWith(schema, args),
     execute: definition.execute as Tool["execute"],
   };

@@ -1,0 +1,123 @@
+import { AgentloopError } from "../core/errors.js";
+import type { PendingApproval } from "../core/events.js";
+import { type AssistantMessage, emptyUsage, type Message, type ToolCall } from "../core/messages.js";
+import { RUN_STATE_VERSION, type RunState } from "../core/run-state.js";
+
+export type { GuardState, PendingCalls, RunState, RunStatus } from "../core/run-state.js";
+export { RUN_STATE_VERSION } from "../core/run-state.js";
+
+/** A fresh state for a run of `input` after `history` (not modified). */
+export function newRunState(runId: string, history: readonly Message[], sessionId?: string): RunState {
+  return {
+    version: RUN_STATE_VERSION,
+    runId,
+    ...(sessionId !== undefined && { sessionId }),
+    status: "running",
+    messages: [...history],
+    iteration: 0,
+    usage: emptyUsage(),
+    steps: [],
+    output: "",
+    guards: {
+      breaker: { signature: "", count: 0, description: "" },
+      repetition: { signature: "", count: 0, name: "" },
+    },
+    allowedTools: [],
+  };
+}
+
+/** The calls of the pending reply, in call order. */
+export function pendingCalls(state: RunState): readonly ToolCall[] {
+  if (!state.pending) return [];
+  const message = state.messages[state.pending.assistant] as AssistantMessage | undefined;
+  return message?.toolCalls ?? [];
+}
+
+/** Ids of the pending reply's calls that already have a result. */
+export function answeredCalls(state: RunState): Set<string> {
+  const done = new Set<string>();
+  if (!state.pending) return done;
+  for (let i = state.pending.assistant + 1; i < state.messages.length; i++) {
+    const message = state.messages[i] as Message;
+    if (message.role === "tool") done.add(message.toolCallId);
+  }
+  return done;
+}
+
+/** Puts the results after the pending reply in call order (in place), once all are in. */
+export function sortResults(state: RunState): void {
+  if (!state.pending) return;
+  const order = new Map(pendingCalls(state).map((call, i) => [call.id, i]));
+  const start = state.pending.assistant + 1;
+  const results = state.messages.slice(start);
+  results.sort((a, b) => rank(a, order) - rank(b, order));
+  state.messages.splice(start, results.length, ...results);
+}
+
+const rank = (message: Message, order: ReadonlyMap<string, number>) =>
+  message.role === "tool" ? (order.get(message.toolCallId) ?? order.size) : order.size + 1;
+
+/**
+ * A stored log in the order a run wrote it (tool results in completion order) as the history
+ * the run had: every finished reply's results in call order. Returns a new array.
+ */
+export function inCallOrder(log: readonly Message[]): Message[] {
+  const out = [...log];
+  for (let i = 0; i < out.length; i++) {
+    const message = out[i] as Message;
+    if (message.role !== "assistant" || !message.toolCalls?.length) continue;
+    let end = i + 1;
+    while (end < out.length && (out[end] as Message).role === "tool") end++;
+    const order = new Map(message.toolCalls.map((call, k) => [call.id, k]));
+    const block = out.slice(i + 1, end).sort((a, b) => rank(a, order) - rank(b, order));
+    out.splice(i + 1, block.length, ...block);
+    i = end - 1;
+  }
+  return out;
+}
+
+/** The calls waiting for a person's decision (call order), as `turn_complete` lists them. */
+export function waitingApprovals(
+  state: RunState,
+  needsDecision: (call: ToolCall) => boolean,
+): PendingApproval[] {
+  if (!state.pending) return [];
+  const done = answeredCalls(state);
+  const decided = new Set(state.pending.decisions.map((d) => d.id));
+  return pendingCalls(state)
+    .filter((call) => !done.has(call.id) && !decided.has(call.id) && needsDecision(call))
+    .map((call) => ({ id: call.id, name: call.name, arguments: parseArguments(call.arguments) }));
+}
+
+/** Arguments for display and events: the parsed object, or `{}` when they are not one. */
+export function parseArguments(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = text.trim() === "" ? {} : JSON.parse(text);
+    return typeof value === "object" && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Checks that `value` is a run state this version can continue (a stored or returned one).
+ * @throws AgentloopError("invalid_state") naming what is wrong.
+ */
+export function checkRunState(value: unknown): RunState {
+  const state = value as Partial<RunState> | null;
+  if (typeof state !== "object" || state === null || !Array.isArray(state.messages)) {
+    throw new AgentloopError(
+      "invalid_state",
+      "Not a run state: pass the `state` of a RunResult or a stored run.",
+    );
+  }
+  if (state.version !== RUN_STATE_VERSION) {
+    throw new AgentloopError(
+      "invalid_state",
+      `This run state has version ${String(state.version)}; this agentloop continues version ${RUN_STATE_VERSION}.`,
+    );
+  }
+  return state as RunState;
+}

@@ -1,0 +1,59 @@
+import type { IterationRecord, StopReason } from "./events.js";
+import type { Message, Usage } from "./messages.js";
+
+/** The version of the `RunState` shape; a stored state of another version is refused. */
+export const RUN_STATE_VERSION = 1;
+
+/**
+ * Where a run stands: `running` (or interrupted: its process died while it ran), waiting for
+ * approvals or for the answer to `ask_question`, or `completed`.
+ */
+export type RunStatus = "running" | "awaiting_approval" | "awaiting_answer" | "completed";
+
+/**
+ * A run as a plain, JSON-serialisable value. `advance()` moves it on by one iteration; store it
+ * between iterations (or at any checkpoint) and `Agent.resume()` continues it, in this process
+ * or another. Nothing in it is a class, a function or a cycle.
+ */
+export interface RunState {
+  version: typeof RUN_STATE_VERSION;
+  runId: string;
+  sessionId?: string;
+  status: RunStatus;
+  /**
+   * The whole conversation: earlier turns, this run's input, and every message since. The
+   * results of the last reply's tool calls follow its assistant message in the order they
+   * completed, and are put in call order once the last one is in.
+   */
+  messages: Message[];
+  /** Model calls made in this run. */
+  iteration: number;
+  usage: Usage;
+  /** One record per model call. */
+  steps: IterationRecord[];
+  /** The last assistant text (or the loop-breaking tool's result, or the question asked). */
+  output: string;
+  refusal?: string;
+  /** Set once the run has stopped (also when it waits: `ask_question`, `approval_required`). */
+  stopReason?: StopReason;
+  error?: { message: string; code: string };
+  guards: GuardState;
+  /** Tools the person allowed for the rest of the run (`a` at the prompt). */
+  allowedTools: string[];
+  /** The last reply's tool calls while some still lack a result. */
+  pending?: PendingCalls;
+}
+
+export interface GuardState {
+  breaker: { signature: string; count: number; description: string };
+  repetition: { signature: string; count: number; name: string };
+}
+
+export interface PendingCalls {
+  /** Index in `messages` of the assistant message whose `toolCalls` these are. */
+  assistant: number;
+  /** Decisions on calls that need approval, in the order they were taken. */
+  decisions: { id: string; approved: boolean }[];
+  /** Ids of the calls whose result ends the loop (a loop-breaking tool that ran). */
+  breaking: string[];
+}
