@@ -22,6 +22,7 @@ export class RunHandle implements AsyncIterableIterator<AgentEvent, undefined> {
   /** The result, once the run has concluded (resolved when its last event goes out). */
   private final: RunResult | undefined;
   private iterating = false;
+  private started = false;
   private draining = false;
 
   constructor(
@@ -91,6 +92,11 @@ export class RunHandle implements AsyncIterableIterator<AgentEvent, undefined> {
           return { done: false, value: queued };
         }
         if (this.finished) return DONE;
+        if (!this.step && !this.started) {
+          // The input (or the decisions of a resumed run) is stored before the model is asked.
+          this.started = true;
+          await this.run.options.checkpoint?.(this.state);
+        }
         this.step ??= advance(this.state, this.run);
         const next = await this.step.next();
         if (!next.done) {
