@@ -1,0 +1,82 @@
+import type { Message } from "../core/messages.js";
+import type { RunState } from "../core/run-state.js";
+import type { Json, RunStatus, SessionHandle, SessionStore } from "../store/types.js";
+import { checkRunState, inCallOrder } from "./state.js";
+
+/**
+ * A session held by this process, as runs use it: its conversation so far, its last run (to
+ * continue it), and the `checkpoint` to pass to `agent.stream()` / `agent.resume()`, which
+ * appends what is new to the stored log and saves the run, in one transaction each time.
+ */
+export class Session {
+  /** The stored conversation, each reply's tool results in call order. */
+  readonly messages: Message[];
+  /** The last run's state, when the session has one. */
+  readonly lastRun: RunState | undefined;
+  /** Messages the log holds, by identity (results may move into call order after they are stored). */
+  private readonly stored = new WeakSet<Message>();
+  /** Messages before this index never move again: only the last reply's results can. */
+  private stable: number;
+
+  private constructor(private readonly handle: SessionHandle) {
+    this.messages = inCallOrder(handle.session.messages);
+    for (const message of this.messages) this.stored.add(message);
+    this.stable = lastReply(this.messages, 0);
+    const last = handle.session.lastRun;
+    this.lastRun = last && { ...checkRunState({ ...(last.state as object), messages: this.messages }) };
+  }
+
+  /**
+   * Takes the session (creating it) for this process.
+   * @throws StoreError (`session_busy` when another live process holds it, ...).
+   */
+  static async open(store: SessionStore, sessionId: string): Promise<Session> {
+    return new Session(await store.acquire(sessionId));
+  }
+
+  get id(): string {
+    return this.handle.sessionId;
+  }
+
+  /** Saves the run: new messages appended, the run record written, atomically. */
+  readonly checkpoint = async (state: RunState): Promise<void> => {
+    const fresh: Message[] = [];
+    const { messages } = state;
+    for (let i = this.stable; i < messages.length; i++) {
+      const message = messages[i] as Message;
+      if (this.stored.has(message)) continue;
+      fresh.push(message);
+    }
+    const { messages: _log, ...rest } = state;
+    await this.handle.checkpoint({
+      ...(fresh.length > 0 && { messages: fresh }),
+      run: {
+        runId: state.runId,
+        status: STATUS[state.status],
+        ...(state.stopReason !== undefined && { stopReason: state.stopReason }),
+        state: rest as unknown as Json,
+      },
+    });
+    for (const message of fresh) this.stored.add(message);
+    this.stable = lastReply(messages, this.stable);
+  };
+
+  /** Gives the session up; idempotent. */
+  release(): Promise<void> {
+    return this.handle.release();
+  }
+}
+
+const STATUS: Record<RunState["status"], RunStatus> = {
+  running: "running",
+  awaiting_approval: "waiting",
+  awaiting_answer: "waiting",
+  completed: "completed",
+};
+
+/** The index of the last assistant message at or after `from` (or `from`): results after it may still move. */
+function lastReply(messages: readonly Message[], from: number): number {
+  for (let i = messages.length - 1; i > from; i--)
+    if ((messages[i] as Message).role === "assistant") return i;
+  return from;
+}
