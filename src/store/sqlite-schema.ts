@@ -74,10 +74,9 @@ function check(path: string, { applicationId, version, tables }: Header): boolea
  * Brings the file to `SCHEMA_VERSION`, in WAL mode. Safe when several processes open a new file
  * at once: the migration runs in a write transaction and re-reads the version inside it.
  */
-export function migrate(db: DatabaseSync, path: string): void {
+export function migrate(db: DatabaseSync, path: string, busyTimeoutMs: number): void {
   const due = check(path, header(db));
-  // Persistent, and a no-op (no write) when the file is in WAL mode already.
-  db.exec("PRAGMA journal_mode = WAL");
+  walMode(db, Date.now() + busyTimeoutMs);
   if (!due) return;
   transaction(db, () => {
     const now = header(db);
@@ -86,6 +85,25 @@ export function migrate(db: DatabaseSync, path: string): void {
     db.exec(`PRAGMA application_id = ${APPLICATION_ID}; PRAGMA user_version = ${SCHEMA_VERSION}`);
   });
 }
+
+/**
+ * Switches the file to WAL (persistent; a no-op without a write once it is). The switch needs the
+ * file to itself and SQLite does not wait for that (the busy timeout does not apply), so while
+ * another process is opening the same new file this retries until the deadline.
+ */
+function walMode(db: DatabaseSync, deadline: number): void {
+  for (;;) {
+    try {
+      db.exec("PRAGMA journal_mode = WAL");
+      return;
+    } catch (error) {
+      if ((error as { errcode?: number }).errcode !== SQLITE_BUSY || Date.now() > deadline) throw error;
+      Atomics.wait(pause, 0, 0, 2);
+    }
+  }
+}
+const SQLITE_BUSY = 5;
+const pause = new Int32Array(new SharedArrayBuffer(4));
 
 /**
  * Runs `work` in one transaction: a write one by default (IMMEDIATE takes the write lock at

@@ -60,15 +60,29 @@ export async function sqliteStore(path: string, options: SqliteStoreOptions = {}
   const fail = (error: unknown) => toStoreError(error, file);
   let db: DatabaseSync | undefined;
   try {
-    if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+    if (file !== ":memory:") makeFolder(dirname(file), file);
     db = new sqlite.DatabaseSync(file);
-    db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
-    migrate(db, file);
+    const busyTimeoutMs = Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000));
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+    migrate(db, file, busyTimeoutMs);
     db.exec(`PRAGMA synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
     return open(db, fail);
   } catch (error) {
     db?.close();
     throw fail(error);
+  }
+}
+
+function makeFolder(folder: string, file: string): void {
+  try {
+    mkdirSync(folder, { recursive: true });
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+    throw new StoreError(
+      "store_unwritable",
+      `${file} cannot be created: its folder ${folder} cannot be made (${reason}): choose a writable path or set AGENTLOOP_DB to another file`,
+      { cause: error },
+    );
   }
 }
 
@@ -289,16 +303,10 @@ const SQLITE = {
   CANTOPEN: 14,
   NOTADB: 26,
 };
-const UNWRITABLE_FS = new Set(["EACCES", "EPERM", "EROFS", "ENOTDIR", "EEXIST", "ENOSPC", "EISDIR"]);
 
 function toStoreError(error: unknown, file: string): StoreError {
   if (error instanceof StoreError) return error;
-  const { errcode, errstr, code, message } = error as {
-    errcode?: number;
-    errstr?: string;
-    code?: string;
-    message?: string;
-  };
+  const { errcode, errstr, message } = error as { errcode?: number; errstr?: string; message?: string };
   const reason = errstr ?? message ?? String(error);
   const elsewhere = "or set AGENTLOOP_DB to another file";
   const make = (storeCode: StoreError["code"], text: string) =>
@@ -313,9 +321,13 @@ function toStoreError(error: unknown, file: string): StoreError {
           "store_unwritable",
           `${file} cannot be written: the disk is full: free some space ${elsewhere}`,
         );
+      case SQLITE.IOERR:
+        return make(
+          "store_unwritable",
+          `${file} cannot be written (${reason}): check that its disk has space and accepts writes, ${elsewhere}`,
+        );
       case SQLITE.READONLY:
       case SQLITE.CANTOPEN:
-      case SQLITE.IOERR:
         return make(
           "store_unwritable",
           `${file} cannot be written (${reason}): make it and its folder writable ${elsewhere}`,
@@ -326,10 +338,5 @@ function toStoreError(error: unknown, file: string): StoreError {
     }
     return make("store_error", `${file}: ${reason}`);
   }
-  if (code !== undefined && UNWRITABLE_FS.has(code))
-    return make(
-      "store_unwritable",
-      `${file} cannot be created (${reason}): choose a writable path ${elsewhere}`,
-    );
   return make("store_error", `${file}: ${reason}`);
 }
