@@ -1,5 +1,6 @@
 import {
   checkSessionId,
+  clock,
   decodeMessage,
   encodeCheckpoint,
   handleReleased,
@@ -21,7 +22,7 @@ import type {
 interface Session {
   createdAt: number;
   updatedAt: number;
-  /** Bumped on every write: orders `list()` when two writes share a millisecond. */
+  /** Bumped on every write: orders `list()` when two writes share a timestamp. */
   rev: number;
   /** Messages as JSON text, as the SQLite store keeps them, so both behave alike. */
   messages: string[];
@@ -93,7 +94,7 @@ export function memoryStore(): SessionStore {
     async acquire(sessionId) {
       open();
       checkSessionId(sessionId);
-      const now = Date.now();
+      const now = clock();
       let session = sessions.get(sessionId);
       if (session?.holder !== undefined) throw heldHere(sessionId);
       if (session === undefined) {
@@ -116,7 +117,7 @@ export function memoryStore(): SessionStore {
           const existing = run && runs.get(run.runId);
           if (run && existing && existing.sessionId !== sessionId)
             throw runOfOtherSession(run.runId, existing.sessionId);
-          const at = Date.now();
+          const at = clock();
           held.messages.push(...encoded.messages);
           if (run) {
             const { runId, ...fields } = run;
@@ -142,7 +143,9 @@ export function memoryStore(): SessionStore {
 
     async list() {
       open();
-      return [...sessions].sort(([, a], [, b]) => b.rev - a.rev).map(([id, session]) => summary(id, session));
+      return [...sessions]
+        .sort(([, a], [, b]) => b.updatedAt - a.updatedAt || b.rev - a.rev)
+        .map(([id, session]) => summary(id, session));
     },
 
     async sessionOfRun(runId) {

@@ -8,6 +8,12 @@ import {
   StoreError,
 } from "./types.js";
 
+/**
+ * Milliseconds since the epoch with a fraction (sub-microsecond steps), so that `list()` can
+ * order sessions by their last update without a counter that every checkpoint would have to bump.
+ */
+export const clock = (): number => performance.timeOrigin + performance.now();
+
 export function checkSessionId(sessionId: unknown): asserts sessionId is string {
   if (typeof sessionId === "string" && SESSION_ID_PATTERN.test(sessionId)) return;
   const shown = typeof sessionId === "string" ? JSON.stringify(sessionId.slice(0, 60)) : String(sessionId);

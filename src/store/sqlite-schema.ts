@@ -11,14 +11,12 @@ export const APPLICATION_ID = 0x41674c70;
 const MIGRATIONS: readonly string[] = [
   `CREATE TABLE sessions (
      id TEXT PRIMARY KEY,
-     created_at INTEGER NOT NULL,
-     updated_at INTEGER NOT NULL,
-     rev INTEGER NOT NULL,
+     created_at REAL NOT NULL,
+     updated_at REAL NOT NULL,
      message_count INTEGER NOT NULL DEFAULT 0,
      last_run_id TEXT,
      holder TEXT
    );
-   CREATE INDEX sessions_by_rev ON sessions (rev);
    CREATE TABLE messages (
      session_id TEXT NOT NULL,
      seq INTEGER NOT NULL,
@@ -31,8 +29,8 @@ const MIGRATIONS: readonly string[] = [
      status TEXT NOT NULL,
      stop_reason TEXT,
      state TEXT NOT NULL,
-     created_at INTEGER NOT NULL,
-     updated_at INTEGER NOT NULL
+     created_at REAL NOT NULL,
+     updated_at REAL NOT NULL
    );
    CREATE INDEX runs_by_session ON runs (session_id);`,
 ];

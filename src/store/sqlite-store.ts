@@ -4,6 +4,7 @@ import type { DatabaseSync, SQLOutputValue, StatementSync } from "node:sqlite";
 import { describeHolder, type Holder, holderAlive, newHolder, parseHolder } from "./holder.js";
 import {
   checkSessionId,
+  clock,
   decodeMessage,
   encodeCheckpoint,
   handleReleased,
@@ -95,19 +96,16 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
   const sql = (text: string): StatementSync => db.prepare(text);
   const q = {
     summary: sql(`${SUMMARY} WHERE s.id = ?`),
-    list: sql(`${SUMMARY} ORDER BY s.rev DESC`),
-    insertSession: sql(
-      `INSERT INTO sessions (id, created_at, updated_at, rev, holder)
-       VALUES (?, ?, ?, (SELECT coalesce(max(rev), 0) + 1 FROM sessions), ?)`,
-    ),
+    // No index on updated_at: keeping one would cost every checkpoint a page write; list() sorts.
+    list: sql(`${SUMMARY} ORDER BY s.updated_at DESC, s.rowid DESC`),
+    insertSession: sql("INSERT INTO sessions (id, created_at, updated_at, holder) VALUES (?, ?, ?, ?)"),
     setHolder: sql("UPDATE sessions SET holder = ? WHERE id = ?"),
     release: sql("UPDATE sessions SET holder = NULL WHERE id = ? AND holder = ?"),
     messages: sql("SELECT message FROM messages WHERE session_id = ? ORDER BY seq"),
     run: sql("SELECT * FROM runs WHERE run_id = ?"),
     // Only the holder can write: `holder = ?` makes a checkpoint of a handle that lost the session write nothing.
     touch: sql(
-      `UPDATE sessions SET updated_at = ?, rev = (SELECT max(rev) FROM sessions) + 1,
-         message_count = message_count + ?, last_run_id = coalesce(?, last_run_id)
+      `UPDATE sessions SET updated_at = ?, message_count = message_count + ?, last_run_id = coalesce(?, last_run_id)
        WHERE id = ? AND holder = ? RETURNING message_count`,
     ),
     insertMessage: sql("INSERT INTO messages (session_id, seq, message) VALUES (?, ?, ?)"),
@@ -198,7 +196,7 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
           const { messages, run } = encodeCheckpoint(checkpoint);
           if (messages.length === 0 && run === undefined) return;
           transaction(db, () => {
-            const now = Date.now();
+            const now = clock();
             const row = q.touch.get(now, messages.length, run?.runId ?? null, sessionId, holder);
             if (row === undefined)
               throw new StoreError(
@@ -235,7 +233,7 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
             q.setHolder.run(holder, sessionId);
             return stored(row, false);
           }
-          const now = Date.now();
+          const now = clock();
           q.insertSession.run(sessionId, now, now, holder);
           const created = q.summary.get(sessionId) as Row;
           return { summary: summary(created, false), messages: [] };
