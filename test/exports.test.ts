@@ -56,6 +56,11 @@ describe("public surface", () => {
     const mcp = await import("agentloop/mcp");
     expect(typeof mcp.connectMcpServers).toBe("function");
     const store = await import("agentloop/store");
-    expect(Object.keys(store).sort()).toEqual(["SESSION_ID_PATTERN", "StoreError", "memoryStore", "sqliteStore"]);
+    expect(Object.keys(store).sort()).toEqual([
+      "SESSION_ID_PATTERN",
+      "StoreError",
+      "memoryStore",
+      "sqliteStore",
+    ]);
   });
 });

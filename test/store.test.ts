@@ -11,3 +11,4 @@ let files = 0;
 
 storeContract("in-memory", memoryStore);
 storeContract("SQLite", () => sqliteStore(join(dir, `contract-${++files}`, "agentloop.db")));
+storeContract("SQLite in memory", () => sqliteStore(":memory:"));

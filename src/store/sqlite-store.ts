@@ -281,6 +281,8 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
       if (closed) return;
       try {
         for (const { sessionId, holder } of handles) q.release.run(sessionId, holder);
+      } catch (error) {
+        throw fail(error);
       } finally {
         closed = true;
         handles.clear();
