@@ -7,6 +7,7 @@ import { Bench } from "tinybench";
 import { cliStart } from "./cli-start.ts";
 import { RUNNERS, type Runner } from "./peers.ts";
 import { concurrency, httpEndToEnd, parallelTools, serverRps } from "./scenarios.ts";
+import { storeCheckpoints } from "./store.ts";
 import { chart } from "./svg.ts";
 
 const quick = process.argv.includes("--quick");
@@ -160,6 +161,8 @@ const pruning = execFileSync(process.execPath, [new URL("./pruning.ts", import.m
 sections.push(
   `### Pruning cost per model call as the history grows (bench/pruning.ts)\n\n\`\`\`\n${pruning.trim()}\n\`\`\``,
 );
+process.stderr.write("session checkpoints...\n");
+sections.push(await storeCheckpoints(quick ? 500 : 2_000));
 process.stderr.write("parallel tools...\n");
 sections.push(await parallelTools());
 process.stderr.write("concurrent sessions...\n");

@@ -22,6 +22,14 @@ describe("public surface", () => {
       "pkg:zod",
     ]);
     expect(modules.some((m) => m.startsWith("cli/") || m.startsWith("testing/"))).toBe(false);
+    expect(modules.some((m) => m.startsWith("store/") || m === "pkg:node:sqlite")).toBe(false);
+  });
+
+  it("loads node:sqlite only when a SQLite store is opened (the memory store works without it)", () => {
+    const modules = [...reachable("store/index.js")];
+    expect(modules.filter((m) => m.startsWith("pkg:") && !m.startsWith("pkg:node:"))).toEqual([]);
+    expect(modules).not.toContain("pkg:node:sqlite");
+    expect(dist("store/sqlite-store.js")).toContain('import("node:sqlite")');
   });
 
   it("exposes the documented entry points", async () => {
@@ -49,5 +57,12 @@ describe("public surface", () => {
     expect(typeof testing.startFakeAnthropicServer).toBe("function");
     const mcp = await import("agentloop/mcp");
     expect(typeof mcp.connectMcpServers).toBe("function");
+    const store = await import("agentloop/store");
+    expect(Object.keys(store).sort()).toEqual([
+      "SESSION_ID_PATTERN",
+      "StoreError",
+      "memoryStore",
+      "sqliteStore",
+    ]);
   });
 });

@@ -1,0 +1,16 @@
+export { memoryStore } from "./memory-store.js";
+export type { SqliteStoreOptions } from "./sqlite-store.js";
+export { sqliteStore } from "./sqlite-store.js";
+export type {
+  Checkpoint,
+  Json,
+  RunRecord,
+  RunRecordInput,
+  RunStatus,
+  SessionHandle,
+  SessionStore,
+  SessionSummary,
+  StoredSession,
+  StoreErrorCode,
+} from "./types.js";
+export { SESSION_ID_PATTERN, StoreError } from "./types.js";
