@@ -105,6 +105,8 @@ async function* record(
   const message: ToolMessage = { role: "tool", toolCallId: call.id, name: call.name, content, isError };
   state.messages.push(message);
   if (breaks) state.pending?.breaking.push(call.id);
+  // Stored before anyone hears of it: an event never reports what a crash could still lose.
+  await checkpoint(run, state);
   yield {
     type: "tool_result",
     id: call.id,
@@ -114,7 +116,6 @@ async function* record(
     durationMs,
     runId: state.runId,
   };
-  await checkpoint(run, state);
 }
 
 /** All results are in: call order, the guards, and what the calls decided. */

@@ -163,9 +163,6 @@ export async function* advance(state: RunState, run: Run): AsyncGenerator<AgentE
   if (refusal === undefined) delete state.refusal;
   else state.refusal = refusal;
   state.output = content || (refusal ?? "");
-  yield refusal === undefined
-    ? { type: "message", content, runId }
-    : { type: "message", content, refusal, runId };
   state.steps.push({
     iteration,
     durationMs: modelMs,
@@ -175,6 +172,15 @@ export async function* advance(state: RunState, run: Run): AsyncGenerator<AgentE
     toolCalls: toolCalls.length,
     toolErrors: 0,
   });
+  if (toolCalls.length > 0) {
+    // The reply is stored before any of its calls starts (and before its event), so a crash
+    // never asks the model again for it.
+    state.pending = { assistant: state.messages.length - 1, decisions: [], breaking: [] };
+    await checkpoint(run, state);
+  }
+  yield refusal === undefined
+    ? { type: "message", content, runId }
+    : { type: "message", content, refusal, runId };
 
   if (toolCalls.length === 0) {
     if (mode === "natural") return { type: "stop", stopReason: "final_answer" };
@@ -185,9 +191,6 @@ export async function* advance(state: RunState, run: Run): AsyncGenerator<AgentE
     await checkpoint(run, state);
     return CONTINUE;
   }
-  // The reply is stored before any of its calls starts, so a crash never asks the model again.
-  state.pending = { assistant: state.messages.length - 1, decisions: [], breaking: [] };
-  await checkpoint(run, state);
   return yield* callTools(state, run);
 }
 
