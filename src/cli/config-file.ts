@@ -34,6 +34,8 @@ const configFileSchema = z.strictObject({
   builtinTools: z.boolean().optional(),
   /** USD per million tokens by model id, over the built-in table (models/pricing.ts). */
   prices: z.record(z.string(), price).optional(),
+  /** Where sessions are stored: a SQLite file path (SPEC section 9). */
+  db: z.string().min(1).optional(),
   /** Claude Desktop and Cursor call it `mcpServers`, VS Code's mcp.json `servers`. */
   mcpServers: serverEntries.optional(),
   servers: serverEntries.optional(),

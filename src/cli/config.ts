@@ -43,11 +43,16 @@ export interface Settings {
   mcpServers: Record<string, McpServerConfig>;
   /** Model prices (USD per million tokens) over the built-in table. */
   prices?: PriceTable;
+  /** The session store: where it is and where that came from (for messages). */
+  db: { location: string; from: string };
   /** The config file the settings came from, as the user named it: named in MCP server errors. */
   configFile?: string;
   /** Azure OpenAI / AI DIAL deployments: `api-key` header and `api-version` query. */
   azure?: NonNullable<ConfigFile["azure"]>;
 }
+
+/** The default session store, under the working directory (SPEC section 9). */
+export const DEFAULT_DB = ".agentloop/agentloop.db";
 
 export const DEFAULT_MODEL = { openai: "gpt-4o-mini", anthropic: "claude-sonnet-5-5" } as const;
 
@@ -74,7 +79,12 @@ export function resolveSettings(
     ["openai", "anthropic"],
   );
   const prefix = provider === "anthropic" ? "ANTHROPIC" : "OPENAI";
+  const db = first([
+    ["AGENTLOOP_DB", nonEmpty(env.AGENTLOOP_DB)],
+    [fromConfig("db"), config.db],
+  ]);
   const settings: Settings = {
+    db: db ? { location: db[1], from: db[0] } : { location: DEFAULT_DB, from: "the default" },
     provider: provider ?? "openai",
     model:
       flags.model ?? nonEmpty(env.AGENTLOOP_MODEL) ?? config.model ?? DEFAULT_MODEL[provider ?? "openai"],
@@ -103,6 +113,7 @@ export function resolveSettings(
   };
   if (config.azure) settings.azure = config.azure;
   if (config.prices) settings.prices = config.prices;
+
   const baseUrl = first([
     ["--base-url", flags.baseUrl],
     [`${prefix}_BASE_URL`, nonEmpty(env[`${prefix}_BASE_URL`])],
