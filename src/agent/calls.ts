@@ -2,7 +2,7 @@ import type { AgentEvent, StopReason } from "../core/events.js";
 import type { ToolCall, ToolMessage } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
 import { executeCalls, type PreparedCall, prepareCall } from "../tools/execute.js";
-import { CONTINUE, checkpoint, circuitBreaker, type Next, type Run } from "./loop.js";
+import { CONTINUE, circuitBreaker, type Next, type Run } from "./loop.js";
 import { answeredCalls, pendingCalls, sortResults } from "./state.js";
 
 /**
@@ -16,10 +16,13 @@ export async function* callTools(state: RunState, run: Run): AsyncGenerator<Agen
   const { runId } = state;
   const pending = state.pending as NonNullable<RunState["pending"]>;
   const calls = pendingCalls(state);
-  const done = answeredCalls(state);
-  const open = calls
-    .map((call, index) => prepareCall(call, index, run.tools))
-    .filter((prepared) => !done.has(prepared.call.id));
+  // A fresh reply has no results yet; a resumed one may have some (those calls never run again).
+  const done = state.messages.length > pending.assistant + 1 ? answeredCalls(state) : undefined;
+  const open: PreparedCall[] = [];
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i] as ToolCall;
+    if (!done?.has(call.id)) open.push(prepareCall(call, i, run.tools));
+  }
   for (const { call, arguments: args } of open) {
     yield { type: "tool_call", id: call.id, name: call.name, arguments: args, runId };
   }
@@ -50,7 +53,7 @@ export async function* callTools(state: RunState, run: Run): AsyncGenerator<Agen
       pending.decisions.push(decision);
     }
     if (decision.approved) ready.push(prepared);
-    else yield* record(state, run, call, "The user declined this call: it was not run.", true, 0, false);
+    else yield await record(state, run, call, "The user declined this call: it was not run.", true, 0, false);
   }
 
   const execution = executeCalls(ready, {
@@ -79,7 +82,7 @@ export async function* callTools(state: RunState, run: Run): AsyncGenerator<Agen
       ? run.options.context.truncateToolResult(update.content)
       : update.content;
     const call = calls[update.index] as ToolCall;
-    yield* record(state, run, call, content, update.isError, update.durationMs, update.breaksLoop);
+    yield await record(state, run, call, content, update.isError, update.durationMs, update.breaksLoop);
   }
 
   if (signal.aborted) return { type: "stop", stopReason: "aborted" };
@@ -92,8 +95,8 @@ export async function* callTools(state: RunState, run: Run): AsyncGenerator<Agen
   return finishIteration(state, run);
 }
 
-/** Appends one call's result, tells the listeners, and checkpoints it. */
-async function* record(
+/** Appends one call's result and checkpoints it; returns its event. */
+async function record(
   state: RunState,
   run: Run,
   call: ToolCall,
@@ -101,13 +104,13 @@ async function* record(
   isError: boolean,
   durationMs: number,
   breaks: boolean,
-): AsyncGenerator<AgentEvent, void> {
+): Promise<AgentEvent> {
   const message: ToolMessage = { role: "tool", toolCallId: call.id, name: call.name, content, isError };
   state.messages.push(message);
   if (breaks) state.pending?.breaking.push(call.id);
   // Stored before anyone hears of it: an event never reports what a crash could still lose.
-  await checkpoint(run, state);
-  yield {
+  if (run.options.checkpoint) await run.options.checkpoint(state);
+  return {
     type: "tool_result",
     id: call.id,
     name: call.name,
@@ -145,7 +148,7 @@ async function finishIteration(state: RunState, run: Run): Promise<Next> {
   if (run.breaker.tripped) return circuitBreaker(run);
   const warning = run.repetition.warning();
   if (warning) state.messages.push({ role: "user", content: warning });
-  await checkpoint(run, state);
+  if (run.options.checkpoint) await run.options.checkpoint(state);
   return CONTINUE;
 }
 

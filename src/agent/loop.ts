@@ -103,7 +103,6 @@ export function startRun(options: LoopOptions, state: RunState): Run {
 }
 
 export const CONTINUE: Next = { type: "continue" };
-export const checkpoint = (run: Run, state: RunState) => run.options.checkpoint?.(state);
 
 /**
  * Advances the run by one iteration: one model call and the tool calls it asks for (or, when
@@ -176,7 +175,7 @@ export async function* advance(state: RunState, run: Run): AsyncGenerator<AgentE
     // The reply is stored before any of its calls starts (and before its event), so a crash
     // never asks the model again for it.
     state.pending = { assistant: state.messages.length - 1, decisions: [], breaking: [] };
-    await checkpoint(run, state);
+    if (run.options.checkpoint) await run.options.checkpoint(state);
   }
   yield refusal === undefined
     ? { type: "message", content, runId }
@@ -188,7 +187,7 @@ export async function* advance(state: RunState, run: Run): AsyncGenerator<AgentE
     if (run.breaker.fail("\u0000no_tool_call", "the reply had no tool call (explicit mode requires one)")) {
       return circuitBreaker(run);
     }
-    await checkpoint(run, state);
+    if (run.options.checkpoint) await run.options.checkpoint(state);
     return CONTINUE;
   }
   return yield* callTools(state, run);

@@ -47,8 +47,16 @@ export function answeredCalls(state: RunState): Set<string> {
 /** Puts the results after the pending reply in call order (in place), once all are in. */
 export function sortResults(state: RunState): void {
   if (!state.pending) return;
-  const order = new Map(pendingCalls(state).map((call, i) => [call.id, i]));
+  const calls = pendingCalls(state);
   const start = state.pending.assistant + 1;
+  // Most replies finish in call order (one call, or sequential ones): nothing to move.
+  let ordered = state.messages.length - start === calls.length;
+  for (let i = 0; ordered && i < calls.length; i++) {
+    const message = state.messages[start + i] as Message;
+    ordered = message.role === "tool" && message.toolCallId === (calls[i] as ToolCall).id;
+  }
+  if (ordered) return;
+  const order = new Map(calls.map((call, i) => [call.id, i]));
   const results = state.messages.slice(start);
   results.sort((a, b) => rank(a, order) - rank(b, order));
   state.messages.splice(start, results.length, ...results);
