@@ -210,7 +210,7 @@ describe("stored runs", () => {
     ]);
   });
 
-  it("refuses what it cannot do: no store (501), unknown run (404), bad decisions (400), a run not waiting or not interrupted (409)", async () => {
+  it("refuses what it cannot do: no store (501), unknown run (404), bad decisions (400), a run not waiting or not interrupted (409), while draining (503)", async () => {
     const bare = await listen({ agents: { notes: notesAgent([readAndWrite]).agent } });
     for (const res of [
       await post(`${bare.baseURL}/runs/chatcmpl-x/approvals`, { approve: "all" }),
@@ -226,7 +226,7 @@ describe("stored runs", () => {
 
     const store = memoryStore();
     const { agent, ran } = notesAgent([readAndWrite]);
-    const { client, baseURL } = await listen({ agents: { notes: agent }, store });
+    const { client, baseURL, server } = await listen({ agents: { notes: agent }, store });
     const unknown = await post(`${baseURL}/runs/chatcmpl-nope/approvals`, { approve: "all" });
     expect(unknown.status).toBe(404);
     expect((await errorOf(unknown)).code).toBe("run_not_found");
@@ -264,6 +264,12 @@ describe("stored runs", () => {
     // The refusals changed nothing: the call still waits and has not run.
     expect(ran).toEqual(["read"]);
     expect(await (await fetch(`${baseURL}/runs/${id}`)).json()).toMatchObject({ status: "waiting" });
+    // A draining server takes no continuations either: another replica sharing the store can.
+    server.drain();
+    const draining = await post(approvals, { approve: "all" });
+    expect(draining.status).toBe(503);
+    expect((await errorOf(draining)).code).toBe("shutting_down");
+    expect((await post(`${baseURL}/runs/${id}/resume`, {})).status).toBe(503);
   });
 
   it("applies the API's auth, origin, content-type and body-size checks to /v1/runs", async () => {
@@ -513,5 +519,30 @@ describe("an interrupted run", () => {
     expect((await errorOf(again)).message).toBe(
       "Run crashed-run was not interrupted: it has completed (final_answer).",
     );
+  });
+});
+
+describe("a stored run this version cannot read", () => {
+  it("is a 500 naming the problem, every time: the session is not left held", async () => {
+    const store = memoryStore();
+    const handle = await store.acquire("future");
+    await handle.checkpoint({ run: { runId: "future-run", status: "completed", state: { version: 99 } } });
+    await handle.release();
+    const { baseURL } = await listen({ agents: { a: new Agent({ model: scriptedModel([]) }) }, store });
+    for (let i = 0; i < 2; i++) {
+      const res = await post(
+        `${baseURL}/chat/completions`,
+        { messages: [{ role: "user", content: "hi" }] },
+        {
+          "x-agentloop-session": "future",
+        },
+      );
+      expect(res.status).toBe(500);
+      expect(await errorOf(res)).toMatchObject({
+        code: "invalid_state",
+        message: "This run state has version 99; this agentloop continues version 1.",
+      });
+    }
+    expect((await store.list())[0]).toMatchObject({ id: "future", status: "completed" });
   });
 });
