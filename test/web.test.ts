@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Agent, defineTool, type Model, type ModelEvent } from "../src/index.js";
 import { createApp } from "../src/server/index.js";
+import { memoryStore } from "../src/store/index.js";
+import { scriptedModel } from "../src/testing/index.js";
 import { builtinTools } from "../src/tools/builtin/index.js";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -109,8 +111,9 @@ const MARKDOWN = [
 describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
   let browser: Browser;
   let url: string;
-  let close: () => Promise<void>;
-  const gates = { tool: gate(), midAnswer: gate() };
+  let notesUrl: string;
+  const closers: (() => Promise<void>)[] = [];
+  const gates = { tool: gate(), midAnswer: gate(), write: gate() };
   let hangSignal: AbortSignal | undefined;
 
   beforeAll(async () => {
@@ -134,12 +137,9 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
         }),
     });
     const agent = new Agent({ model: webModel(gates), tools: [...builtinTools(), slowLookup, hang] });
-    const app = createApp({ agents: { calculator: agent }, apiKey: API_KEY }).app;
-    const http = await new Promise<ReturnType<typeof serve>>((resolve) => {
-      const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-    });
-    url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/`;
-    close = () => new Promise((resolve) => http.close(() => resolve()));
+    url = await start(createApp({ agents: { calculator: agent }, apiKey: API_KEY }).app);
+    const notes = new Agent({ model: notesModel, tools: [writeNote] });
+    notesUrl = await start(createApp({ agents: { notes }, store: memoryStore() }).app);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: [
@@ -157,7 +157,44 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await close?.();
+    for (const close of closers) await close();
+  });
+
+  /** Serves an app on a free port; its URL. */
+  async function start(app: ReturnType<typeof createApp>["app"]): Promise<string> {
+    const http = await new Promise<ReturnType<typeof serve>>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
+    });
+    closers.push(() => new Promise((resolve) => http.close(() => resolve())));
+    return `http://127.0.0.1:${(http.address() as AddressInfo).port}/`;
+  }
+
+  /** `write_note` needs approval and, once approved, waits for `gates.write` before it writes. */
+  const written: string[] = [];
+  const writeNote = defineTool({
+    name: "write_note",
+    description: "Writes a note.",
+    parameters: z.object({ text: z.string() }),
+    needsApproval: true,
+    execute: async ({ text }) => {
+      await gates.write.opened;
+      written.push(text);
+      return `saved ${text}`;
+    },
+  });
+  /** Asks to write what follows "Save "; then tells what happened to the call. */
+  const notesModel = scriptedModel((request) => {
+    const last = request.messages.at(-1);
+    if (last?.role === "tool") {
+      return {
+        text: last.isError ? `Understood: I did not save it (${last.content})` : `Done: ${last.content}.`,
+      };
+    }
+    const text = String(last?.content).replace(/^Save /, "");
+    return {
+      text: "I will save it.",
+      toolCalls: [{ id: `w-${text}`, name: "write_note", arguments: { text } }],
+    };
   });
 
   it("asks for the API key, streams the answer, shows tool calls and results as they happen, and keeps the conversation", async () => {
@@ -277,6 +314,55 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
     await page.locator(".meta", { hasText: "Stopped." }).waitFor();
     await expect.poll(() => hangSignal?.aborted).toBe(true);
     expect(await page.locator("#send").textContent()).toBe("Send");
+    await page.close();
+  });
+
+  it("asks before a call that needs approval: Approve runs it and the answer streams in, Deny lets the model read the refusal", async () => {
+    const page = await browser.newPage({ viewport: { width: 1000, height: 720 } });
+    await page.goto(notesUrl);
+    await page.fill("#input", "Save hi");
+    await page.keyboard.press("Enter");
+    const card = page.locator(".tool.approval", { hasText: 'write_note {"text":"hi"}' });
+    await card.locator("button.approve").waitFor();
+    await page.locator(".meta", { hasText: "approval_required · 1 iteration(s)" }).waitFor();
+    expect(await page.locator(".msg.assistant").allTextContents()).toEqual([
+      "I will save it.",
+      'Waiting for approval: write_note({"text":"hi"}) [w-hi]',
+    ]);
+    expect(await page.locator("#send").textContent()).toBe("Send");
+    expect(written).toEqual([]);
+
+    await card.locator("button.approve").click();
+    // The continuation streams: the approved call shows while it runs, then its result and the answer.
+    await page.locator(".tool.pending .call", { hasText: "write_note" }).waitFor();
+    expect(
+      await card.locator("button").evaluateAll((b) => b.map((x) => (x as { disabled: boolean }).disabled)),
+    ).toEqual([true, true]);
+    expect(await card.locator(".result").textContent()).toBe("✓ Approved");
+    expect(await page.locator("#busy").textContent()).toBe("Running write_note…");
+    gates.write.open();
+    await page.locator(".msg.assistant", { hasText: "Done: saved hi." }).waitFor();
+    await page.locator(".meta", { hasText: "final_answer · 2 iteration(s)" }).waitFor();
+    expect(written).toEqual(["hi"]);
+    expect(await page.locator(".tool:not(.approval) .result").allTextContents()).toEqual([
+      expect.stringMatching(/^✓ saved hi \(\d+ ms\)$/),
+    ]);
+
+    await page.fill("#input", "Save secret");
+    await page.keyboard.press("Enter");
+    const second = page.locator(".tool.approval", { hasText: 'write_note {"text":"secret"}' });
+    await second.locator("button.deny").click();
+    await page.locator(".msg.assistant", { hasText: "Understood: I did not save it" }).waitFor();
+    expect(await page.locator(".msg.assistant").last().textContent()).toBe(
+      "Understood: I did not save it (The user declined this call: it was not run.)",
+    );
+    expect(await second.locator(".result").textContent()).toBe("✗ Denied");
+    expect(written).toEqual(["hi"]);
+    // The page's conversation went on in one thread: the second turn carried the first.
+    const turn = notesModel.requests.at(-2)?.messages.map((m) => m.role);
+    expect(turn).toEqual(["user", "assistant", "user"]);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: new URL("web-chat-approvals.png", ARTIFACTS).pathname, fullPage: true });
     await page.close();
   });
 });

@@ -31,7 +31,13 @@ export class Session {
    * @throws StoreError (`session_busy` when another live process holds it, ...).
    */
   static async open(store: SessionStore, sessionId: string): Promise<Session> {
-    return new Session(await store.acquire(sessionId));
+    const handle = await store.acquire(sessionId);
+    try {
+      return new Session(handle);
+    } catch (error) {
+      await handle.release(); // a stored run this version cannot read must not leave the session held
+      throw error;
+    }
   }
 
   get id(): string {

@@ -1,10 +1,13 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { isIPv4, isIPv6 } from "node:net";
+import { resolve as resolvePath } from "node:path";
 import { serve } from "@hono/node-server";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import { createApp } from "../server/app.js";
-import type { CliFlags } from "./config.js";
+import type { SessionStore } from "../store/types.js";
+import type { CliFlags, Settings } from "./config.js";
 import { setupAgent } from "./run.js";
+import { openStore } from "./store.js";
 
 export interface ServeFlags extends CliFlags {
   /** Port to listen on; 0 picks a free one. Default 8787. */
@@ -57,7 +60,8 @@ export function parseCorsOrigins(value: string): string[] {
 
 /**
  * `agentloop serve`: the agent (built-in and MCP tools included) as an OpenAI-compatible model
- * named after the configured model id, on `--host` and `--port`. `AGENTLOOP_API_KEY`, when set,
+ * named after the configured model id, on `--host` and `--port`. With `AGENTLOOP_DB` or config
+ * `"db"` set, every run is stored there (SPEC section 9). `AGENTLOOP_API_KEY`, when set,
  * is required from clients; beyond loopback it must be set (or `--no-auth` given). On a loopback
  * host, requests for other host names are refused (DNS rebinding). One line per request goes to
  * stderr. SIGTERM or SIGINT drains: new requests get 503, answers in flight finish up to
@@ -83,9 +87,21 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   }
   const corsOrigins = flags.cors === undefined ? [] : parseCorsOrigins(flags.cors);
   const drainMs = (flags.drainTimeout ?? DEFAULT_DRAIN_SECONDS) * 1000;
-  const { settings, agent, close } = await setupAgent(flags);
+  const { settings, agent, close: closeAgent } = await setupAgent(flags);
+  let store: SessionStore | undefined;
+  try {
+    store = await serverStore(settings);
+  } catch (error) {
+    await closeAgent();
+    throw error;
+  }
+  const close = async () => {
+    await closeAgent();
+    await store?.close().catch(() => {});
+  };
   const server = createApp({
     agents: { [settings.model]: agent },
+    ...(store && { store }),
     ...(apiKey && { apiKey }),
     ...(loopback && { allowedHosts: ["127.0.0.1", "localhost", "[::1]", host.toLowerCase()] }),
     corsOrigins,
@@ -107,6 +123,11 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   process.stderr.write(
     `agentloop: serving ${settings.model} on ${origin} (OpenAI-compatible: /v1/chat/completions)\n`,
   );
+  if (store) {
+    process.stderr.write(
+      `agentloop: runs stored in ${resolvePath(settings.db.location)} (${settings.db.from}): /v1/runs/{id}/approvals and /resume continue them\n`,
+    );
+  }
   if (!loopback && !apiKey) {
     process.stderr.write(
       `agentloop: warning: --no-auth: anyone who can reach ${host}:${port} can run the agent and its tools.\n`,
@@ -152,6 +173,15 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   });
   await close();
   return 0;
+}
+
+/**
+ * The server's store: opened only when one is configured (`AGENTLOOP_DB` or config `"db"`), so
+ * a plain `agentloop serve` writes nothing, as before sessions existed.
+ */
+function serverStore(settings: Settings): Promise<SessionStore | undefined> {
+  if (settings.db.from === "the default") return Promise.resolve(undefined);
+  return openStore(settings);
 }
 
 /** Starts @hono/node-server; rejects with a one-line config error naming the option when the address cannot be bound. */

@@ -1,13 +1,15 @@
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { secureHeaders } from "hono/secure-headers";
 import type { Agent } from "../agent/agent.js";
 import { redactSecrets } from "../core/redact.js";
-import { chatCompletions } from "./chat.js";
+import type { SessionStore } from "../store/types.js";
+import { type ChatDeps, chatCompletions } from "./chat.js";
 import { errorResponse, unexpectedErrorResponse } from "./errors.js";
 import { bearerKey, hostGuard, jsonBody, originGuard } from "./guards.js";
 import { Metrics } from "./metrics.js";
 import { requestLog, type ServerEnv } from "./request-log.js";
+import { continueRun, getRun } from "./run-routes.js";
 import { RunTracker } from "./runs.js";
 import { WEB_PAGE, WEB_PAGE_CSP } from "./web-page.js";
 
@@ -37,6 +39,14 @@ export interface ServerOptions {
   streamHoldMs?: number;
   /** Interval of the `: keep-alive` comments of a stream (while a tool runs, say). Default 15,000 ms. */
   keepAliveMs?: number;
+  /**
+   * Where runs are stored (SPEC section 9). With it, every run is stored under its id (the
+   * completion's `id`), in a session of its own or the one named by the `X-Agentloop-Session`
+   * header, and `/v1/runs/{runId}` continues it: `POST .../approvals`, `POST .../resume` (after
+   * its process died), `GET`. Without it nothing is stored and those answer 501. The caller
+   * closes it.
+   */
+  store?: SessionStore;
 }
 
 export interface ShutdownOptions {
@@ -70,7 +80,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * The agents as an OpenAI-compatible API (SPEC section 6) plus a web chat at `/`, as a Hono
  * app: serve it with @hono/node-server, or call `app.request()` in tests. Routes:
  * `GET /` (web chat), `GET /healthz`, `GET /metrics` (Prometheus), and, behind the API key,
- * `GET /v1/models`, `GET /v1/models/:id`, `POST /v1/chat/completions`. Every response carries
+ * `GET /v1/models`, `GET /v1/models/:id`, `POST /v1/chat/completions`, `GET /v1/runs/:runId`,
+ * `POST /v1/runs/:runId/approvals` and `POST /v1/runs/:runId/resume`. Every response carries
  * `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` and `X-Frame-Options: DENY`;
  * the page a Content-Security-Policy that allows only its own script and style.
  */
@@ -87,7 +98,11 @@ export function createApp(options: ServerOptions): AgentServer {
   const app = new Hono<ServerEnv>();
   app.onError((error) => unexpectedErrorResponse(error, redact));
   app.notFound(() =>
-    errorResponse(404, "Not found: the API is at /v1/chat/completions and /v1/models.", "not_found"),
+    errorResponse(
+      404,
+      "Not found: the API is at /v1/chat/completions, /v1/models and /v1/runs/{runId}.",
+      "not_found",
+    ),
   );
 
   const { log } = options;
@@ -121,27 +136,28 @@ export function createApp(options: ServerOptions): AgentServer {
     return errorResponse(404, `The model '${id}' does not exist.`, "model_not_found", { param: "model" });
   });
 
-  app.post(
-    "/v1/chat/completions",
-    bodyLimit({
-      maxSize: options.maxBodyBytes ?? 1024 * 1024,
-      onError: () => errorResponse(413, "Request body too large.", "request_too_large"),
-    }),
-    (c) => {
-      if (draining) {
-        return errorResponse(503, "The server is shutting down: retry on another instance.", "shutting_down");
-      }
-      return chatCompletions(c, {
-        agents: options.agents,
-        defaultModel,
-        metrics,
-        runs,
-        redact,
-        holdMs: options.streamHoldMs ?? 250,
-        keepAliveMs: options.keepAliveMs ?? 15_000,
-      });
-    },
-  );
+  const limit = bodyLimit({
+    maxSize: options.maxBodyBytes ?? 1024 * 1024,
+    onError: () => errorResponse(413, "Request body too large.", "request_too_large"),
+  });
+  const deps: ChatDeps = {
+    agents: options.agents,
+    defaultModel,
+    store: options.store,
+    metrics,
+    runs,
+    redact,
+    holdMs: options.streamHoldMs ?? 250,
+    keepAliveMs: options.keepAliveMs ?? 15_000,
+  };
+  const refuseWhileDraining: MiddlewareHandler = async (_c, next) => {
+    if (!draining) return next();
+    return errorResponse(503, "The server is shutting down: retry on another instance.", "shutting_down");
+  };
+  app.post("/v1/chat/completions", limit, refuseWhileDraining, (c) => chatCompletions(c, deps));
+  app.get("/v1/runs/:runId", (c) => getRun(c, deps));
+  app.post("/v1/runs/:runId/approvals", limit, refuseWhileDraining, (c) => continueRun(c, deps, "approvals"));
+  app.post("/v1/runs/:runId/resume", limit, refuseWhileDraining, (c) => continueRun(c, deps, "resume"));
 
   return {
     app,

@@ -6,16 +6,18 @@ export interface OpenAIErrorBody {
   error: { message: string; type: string; code: string | null; param: string | null };
 }
 
-export type ErrorStatus = 400 | 401 | 403 | 404 | 413 | 415 | 500 | 502 | 503;
+export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 500 | 501 | 502 | 503;
 
 const TYPES: Record<ErrorStatus, string> = {
   400: "invalid_request_error",
   401: "authentication_error",
   403: "permission_error",
   404: "not_found_error",
+  409: "conflict_error",
   413: "invalid_request_error",
   415: "invalid_request_error",
   500: "server_error",
+  501: "server_error",
   502: "upstream_error",
   503: "server_error",
 };

@@ -4,3 +4,4 @@ export type { OpenAIErrorBody } from "./errors.js";
 export type { Chunk, Completion, WireUsage } from "./map-events.js";
 export type { Metrics } from "./metrics.js";
 export type { ServerEnv } from "./request-log.js";
+export type { RunView } from "./run-routes.js";

@@ -1,4 +1,4 @@
-import type { AgentEvent, RunResult } from "../core/events.js";
+import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
 import type { Usage } from "../core/messages.js";
 import { finishReason } from "./errors.js";
 
@@ -45,6 +45,15 @@ export interface Completion {
   agentloop: TurnComplete;
 }
 
+/** `Waiting for approval: write_file({"path":"a.txt"}) [call_1], ...`: the calls a run waits for, arguments cut at 200 characters. */
+export function waitingFor(calls: readonly PendingApproval[]): string {
+  const shown = calls.map(({ id, name, arguments: args }) => {
+    const json = JSON.stringify(args);
+    return `${name}(${json.length > 200 ? `${json.slice(0, 200)}…` : json}) [${id}]`;
+  });
+  return `Waiting for approval: ${shown.join(", ")}`;
+}
+
 export function wireUsage(usage: Usage): WireUsage {
   return {
     prompt_tokens: usage.inputTokens,
@@ -70,7 +79,8 @@ export function wireUsage(usage: Usage): WireUsage {
  * - `tool_call`, `tool_progress`, `tool_result` and non-fatal `error` events travel in chunks
  *   with an empty delta and the event in `agentloop`.
  * - The output of a loop-breaking tool (the question of `ask_question`, the result of
- *   `task_completion`) was never streamed text, so it is sent as content at the end.
+ *   `task_completion`) was never streamed text, so it is sent as content at the end; so is the
+ *   line naming the calls a run stopped on `approval_required` waits for.
  * - The end: the `turn_complete` chunk carries `finish_reason`. For the error stops
  *   (`circuit_breaker`, `model_error`) the `turn_complete` chunk comes first and the last
  *   chunk is the `error` event, carrying `finish_reason: "stop"` so clients that require one
@@ -195,10 +205,16 @@ export class ChunkMapper {
     };
   }
 
-  /** The run's output when it was not streamed as text (a loop-breaking tool's), with its separator. */
+  /**
+   * What ends the content, with its separator: the run's output when it was not streamed as
+   * text (a loop-breaking tool's), and the calls a run stopped on `approval_required` waits for.
+   */
   private tail(result: RunResult): string {
-    if (result.output === "" || this.text.endsWith(result.output)) return "";
-    return (this.text === "" ? "" : "\n\n") + result.output;
+    const parts: string[] = [];
+    if (result.output !== "" && !this.text.endsWith(result.output)) parts.push(result.output);
+    if (result.pendingApprovals?.length) parts.push(waitingFor(result.pendingApprovals));
+    if (parts.length === 0) return "";
+    return (this.text === "" ? "" : "\n\n") + parts.join("\n\n");
   }
 
   private turnComplete(result: RunResult): TurnComplete {

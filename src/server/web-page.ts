@@ -7,11 +7,15 @@ import { createHash } from "node:crypto";
  * never `innerHTML`; links only for http(s) URLs) and each tool call and its result as they happen
  * (from the `agentloop` field of the chunks), and keeps the conversation in the page. A busy line
  * shows what runs (the model, or which tools) and Send becomes Stop, which aborts the request and
- * so the run on the server. The optional API key stays in the page's memory (never in storage)
- * and is sent as a Bearer token.
+ * so the run on the server. A run that stops with `approval_required` shows each waiting call
+ * with Approve and Deny; once every call is decided the page posts the decisions to
+ * `/v1/runs/{runId}/approvals` (streaming) and the continuation streams into the same
+ * conversation. The optional API key stays in the page's memory (never in storage) and is sent
+ * as a Bearer token.
  *
  * Hooks for tests: `#model`, `#key`, `#input`, `#send`, `#reset`, `#busy`; `.msg.user`,
- * `.msg.assistant`, `.tool` (with `.call` and `.result`), `.meta`, `.error`.
+ * `.msg.assistant`, `.tool` (with `.call` and `.result`), `.tool.approval` (with `button.approve`
+ * and `button.deny`), `.meta`, `.error`.
  * (The script and style are raw template literals: no backticks and no `${` in them.)
  */
 
@@ -42,6 +46,12 @@ const STYLE = `
   .tool.pending .call::after { content: " …"; }
   .tool.failed { border-color: var(--danger); }
   .tool.failed .result { color: var(--danger); }
+  .tool.approval { border-color: #d97706; }
+  .approval .buttons { display: flex; gap: 8px; margin: 4px 0 2px; }
+  .approval button { font: inherit; padding: 1px 12px; border-radius: 6px; border: 1px solid; cursor: pointer; background: transparent; }
+  .approval button.approve { background: var(--accent); border-color: var(--accent); color: #fff; }
+  .approval button.deny { border-color: var(--danger); color: var(--danger); }
+  .approval button:disabled { opacity: .45; cursor: default; }
   .meta { font-size: 12px; color: var(--muted); align-self: flex-start; }
   .error { align-self: stretch; color: var(--danger); background: #e5484d1a; border: 1px solid #e5484d66; border-radius: 8px; padding: 6px 10px; overflow-wrap: anywhere; }
   .error::before { content: "⚠ "; }
@@ -188,6 +198,42 @@ async function send() {
   input.value = "";
   add("msg user", text);
   messages.push({ role: "user", content: text });
+  const model = modelField.value || undefined;
+  await exchange("/v1/chat/completions", { model, messages, stream: true }, model, false);
+}
+
+// A run stopped on approval_required: Approve and Deny on each waiting call's card; once all
+// are decided, the decisions go to the server and the run's continuation streams in.
+function askApproval(runId, calls, model, cards) {
+  const decisions = new Map();
+  for (const call of calls) {
+    let card = cards.get(call.id) && cards.get(call.id).card;
+    if (!card) { card = add("tool"); add("call", "→ " + call.name + " " + JSON.stringify(call.arguments), card); }
+    card.classList.remove("pending");
+    card.classList.add("approval");
+    const buttons = add("buttons", undefined, card);
+    const approve = el("button", "approve", "Approve"), deny = el("button", "deny", "Deny");
+    approve.type = deny.type = "button";
+    buttons.append(approve, deny);
+    const decide = (approved) => {
+      if (running || decisions.has(call.id)) return;
+      decisions.set(call.id, approved);
+      approve.disabled = deny.disabled = true;
+      add("result", approved ? "✓ Approved" : "✗ Denied", card);
+      if (decisions.size < calls.length) return;
+      const ids = [...decisions.keys()];
+      exchange("/v1/runs/" + encodeURIComponent(runId) + "/approvals", {
+        model, stream: true,
+        approve: ids.filter((id) => decisions.get(id)), deny: ids.filter((id) => !decisions.get(id)),
+      }, model, true);
+    };
+    approve.onclick = () => decide(true);
+    deny.onclick = () => decide(false);
+  }
+}
+
+// One streamed answer: a new turn, or (continued) a run going on after approvals.
+async function exchange(path, body, model, continued) {
   running = new AbortController();
   sendButton.textContent = "Stop"; sendButton.classList.add("stop");
   setBusy("Thinking…");
@@ -195,11 +241,11 @@ async function send() {
   let bubble = null, bubbleText = "", content = "", frame = 0;
   const render = () => { frame = 0; if (bubble) markdown(bubbleText, bubble); log.scrollTop = log.scrollHeight; };
   const tools = new Map(); // call id -> { card, name }, while the call runs
+  let waiting = null; // the turn_complete of a run that waits for approvals
   const runningTools = () => "Running " + [...new Set([...tools.values()].map((t) => t.name))].join(", ") + "…";
   try {
-    const res = await fetch("/v1/chat/completions", {
-      method: "POST", headers: headers(), signal: running.signal,
-      body: JSON.stringify({ model: modelField.value || undefined, messages, stream: true }),
+    const res = await fetch(path, {
+      method: "POST", headers: headers(), signal: running.signal, body: JSON.stringify(body),
     });
     if (!res.ok) { showError("Error: " + await errorOf(res)); return; }
     for await (const chunk of sse(res)) {
@@ -230,6 +276,7 @@ async function send() {
       } else if (ev.type === "turn_complete") {
         const tokens = ev.usage.inputTokens + ev.usage.outputTokens;
         add("meta", ev.stopReason + " · " + ev.iterations + " iteration(s) · " + tokens + " tokens");
+        if (ev.pendingApprovals && ev.pendingApprovals.length) waiting = ev;
       }
     }
   } catch (error) {
@@ -238,12 +285,15 @@ async function send() {
   } finally {
     if (frame) cancelAnimationFrame(frame);
     render();
-    if (content) messages.push({ role: "assistant", content });
+    const last = messages[messages.length - 1];
+    if (content && continued && last && last.role === "assistant") last.content += "\n\n" + content;
+    else if (content) messages.push({ role: "assistant", content });
     running = null;
     setBusy("");
     sendButton.textContent = "Send"; sendButton.classList.remove("stop");
     input.focus();
   }
+  if (waiting) askApproval(waiting.runId, waiting.pendingApprovals, model, tools);
 }
 
 $("form").onsubmit = (e) => { e.preventDefault(); if (running) running.abort(); else send(); };

@@ -24,10 +24,11 @@ afterEach(() => {
   for (const serve of started.splice(0)) if (serve.child.exitCode === null) serve.child.kill("SIGKILL");
 });
 
-/** Starts `agentloop serve --port 0 ...args` with a clean environment plus `env`. */
-export function startServe(env: Record<string, string>, args: string[] = []): ServeProcess {
+/** Starts `agentloop serve --port 0 ...args` with a clean environment plus `env` (in `cwd`, default this process's). */
+export function startServe(env: Record<string, string>, args: string[] = [], cwd?: string): ServeProcess {
   const child = spawn(process.execPath, [CLI, "serve", "--port", "0", ...args], {
     env: { PATH: process.env.PATH ?? "", ...env },
+    ...(cwd && { cwd }),
     stdio: ["pipe", "pipe", "pipe"],
   });
   let stderr = "";

@@ -1,0 +1,56 @@
+import { Session } from "../agent/session.js";
+import { type SessionStore, StoreError } from "../store/types.js";
+import { errorResponse, type Redact } from "./errors.js";
+
+/** The request header naming the session a chat completion continues (SPEC section 9). */
+export const SESSION_HEADER = "x-agentloop-session";
+
+/** Clients are told not to retry these: the same request would get the same answer. */
+const NO_RETRY = { headers: { "x-should-retry": "false" } };
+
+/** The 501 of a request that needs stored runs from a server that has no store. */
+export function noStore(what: string): Response {
+  return errorResponse(
+    501,
+    `${what} needs stored runs, and this server has no store: start agentloop serve with AGENTLOOP_DB (or "db" in the config file) set, or pass createApp a store.`,
+    "no_store",
+    NO_RETRY,
+  );
+}
+
+/** A 409 (the run or session is not in a state to do that now), not retried by the official clients. */
+export function conflict(message: string, code: string): Response {
+  return errorResponse(409, message, code, NO_RETRY);
+}
+
+/**
+ * Takes a session for one request, or the error response saying why not: 409 when another
+ * request (or another process sharing the store) holds it (`busy` says so), 400 for an invalid id.
+ * @throws StoreError for store failures (the app answers 500).
+ */
+export async function takeSession(
+  store: SessionStore,
+  sessionId: string,
+  redact: Redact,
+  busy = `Session '${sessionId}' is in use by another request: wait for its answer, or use another session.`,
+): Promise<Session | Response> {
+  try {
+    return await Session.open(store, sessionId);
+  } catch (error) {
+    if (!(error instanceof StoreError)) throw error;
+    if (error.code === "session_busy") {
+      return conflict(busy, "session_busy");
+    }
+    if (error.code === "invalid_session_id") {
+      return errorResponse(400, redact(`X-Agentloop-Session: ${error.message}.`), "invalid_session_id", {
+        param: SESSION_HEADER,
+      });
+    }
+    throw error;
+  }
+}
+
+/** A release that never rejects: a session whose release failed stays held by this live process until it ends. */
+export function releaser(session: Session): () => Promise<void> {
+  return () => session.release().catch(() => {});
+}
