@@ -17,12 +17,12 @@ export interface HeldSession {
   close(): Promise<void>;
 }
 
-/** Session ids as `--session` takes them; a usage error otherwise (nothing is opened). */
-export function checkSessionId(id: string): void {
+/** A session id as the store takes it; a usage error otherwise (nothing is opened). `what` names where it came from. */
+export function checkSessionId(id: string, what = "--session: invalid id"): void {
   if (SESSION_ID_PATTERN.test(id)) return;
   throw new AgentloopError(
     "usage",
-    `--session: invalid id ${JSON.stringify(id.slice(0, 60))}: use 1 to 128 characters of A-Z a-z 0-9 . _ -`,
+    `${what} ${JSON.stringify(id.slice(0, 60))}: use 1 to 128 characters of A-Z a-z 0-9 . _ -`,
   );
 }
 

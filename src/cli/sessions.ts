@@ -29,7 +29,7 @@ async function withStore<T>(
   id: string | undefined,
   use: (store: SessionStore | undefined) => Promise<T>,
 ): Promise<T> {
-  if (id !== undefined) checkSessionId(id);
+  if (id !== undefined) checkSessionId(id, "invalid session id");
   const store = await existingStore(flags);
   try {
     return await use(store);
