@@ -75,7 +75,9 @@ describe("agentloop run --session", () => {
     expect(existsSync(join(w.dir, ".agentloop", "agentloop.db"))).toBe(true);
     const second = await w.cli(["run", "--session", "s", "second"]);
     expect(second).toMatchObject({ code: 0, stdout: "Echo: second (3 messages)\n", stderr: "" });
-    const sent = (server?.requests[2]?.body.messages as WireMessage[]).filter((m) => m.role !== "system");
+    const sent = ((server?.requests[2]?.body.messages ?? []) as WireMessage[]).filter(
+      (m) => m.role !== "system",
+    );
     expect(sent.map((m) => m.content)).toEqual(["first", "Echo: first (1 messages)", "second"]);
     expect(await w.stored()).toEqual([
       { role: "user", content: "first" },
