@@ -197,6 +197,23 @@ describe("calls that need approval, without a terminal", () => {
   });
 });
 
+describe("run options on commands that start no run", () => {
+  it("are refused with one line", async () => {
+    for (const [args, flag] of [
+      [["tools", "--yes"], "--yes"],
+      [["tools", "--session", "s"], "--session"],
+      [["serve", "--approve", "all"], "--approve"],
+      [["serve", "--resume"], "--resume"],
+    ] as const) {
+      const run = await runCli([...args]);
+      expect(run).toMatchObject({
+        code: 2,
+        stderr: `agentloop: ${flag} does not apply to agentloop ${args[0]}: use it with run or chat.\n`,
+      });
+    }
+  });
+});
+
 describe("MCP tools annotated destructiveHint (the filesystem server's write_file)", () => {
   it("wait for approval while read-only tools run; config allow lets them run", async () => {
     const files = mkdtempSync(join(root, "files-"));

@@ -186,6 +186,7 @@ describe("agentloop run --session", () => {
     });
     expect(await w.stored()).toEqual(before);
     expect(await w.summary()).toMatchObject({ status: "completed", stopReason: "final_answer" });
+    expect(await w.summary("other")).toBeUndefined(); // a session only named by a refused command is not kept
     expect(server?.requests).toHaveLength(1);
   });
 });
@@ -277,6 +278,31 @@ describe("agentloop chat --session", () => {
     expect(await w.cli(["run", "--session", "c", "fourth"])).toMatchObject({
       stdout: "Echo: fourth (7 messages)\n",
     });
+  });
+
+  it("refuses a line after an interrupted run (piped) and continues it with --resume", async () => {
+    let stall = true;
+    const w = await workspace((request) => (stall ? { stall: true, afterText: "Hmm" } : echo(request, 0)));
+    const child = spawn(process.execPath, [CLI, "chat", "--session", "c"], {
+      cwd: w.dir,
+      env: { PATH: process.env.PATH ?? "", ...w.env },
+      stdio: ["pipe", "pipe", "ignore"],
+    });
+    child.stdin.write("first\n");
+    const exited = new Promise((resolve) => child.on("close", resolve));
+    await new Promise<void>((resolve) => child.stdout.once("data", () => resolve()));
+    child.kill("SIGKILL");
+    await exited;
+    stall = false;
+    const refused = await w.cli(["chat", "--session", "c"], "second\n");
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("was interrupted: continue it with agentloop run --session c --resume");
+    const resumed = await w.cli(["chat", "--session", "c", "--resume"], "second\n");
+    expect(resumed).toMatchObject({
+      code: 0,
+      stdout: "Echo: first (1 messages)\nEcho: second (3 messages)\n",
+    });
+    expect(await w.stored("c")).toHaveLength(4);
   });
 
   it("answers ask_question with the next line, stored as that call's result", async () => {

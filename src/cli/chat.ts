@@ -127,11 +127,12 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
           write(dim("The last run was interrupted: /resume continues it.\n"));
       }
       lines.setPrompt("› ");
+      // Lines typed or piped while an answer streams wait in the iterator's queue (from now on,
+      // also during a first run); the loop ends when the input does (after the queued lines) or on a stop.
+      const input = lines[Symbol.asyncIterator]();
       if (first) await runPlan(first);
       prompt();
-      // Lines typed or piped while an answer streams wait in the iterator's queue; the loop
-      // ends when the input does (after the queued lines) or on a stop.
-      for await (const raw of lines) {
+      for await (const raw of input) {
         armedExit = false;
         const line = raw.trim();
         if (line === "") {

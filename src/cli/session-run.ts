@@ -40,10 +40,16 @@ export async function holdSession(settings: Pick<Settings, "db">, id: string): P
     await store.close().catch(() => {});
     throw storeFailure(error, id);
   }
+  const fresh = session.messages.length === 0 && session.lastRun === undefined;
   return {
     session,
     close: async () => {
       await session.release().catch(() => {});
+      // A session this command created and never wrote to (it stopped on a usage error) is not kept.
+      if (fresh) {
+        const stored = await store.read(id).catch(() => undefined);
+        if (stored && stored.messages.length === 0 && !stored.lastRun) await store.remove(id).catch(() => {});
+      }
       await store.close().catch(() => {});
     },
   };
