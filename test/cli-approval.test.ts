@@ -344,8 +344,25 @@ describe("approvals in a terminal", () => {
     chat.type("y\r");
     await chat.waitFor("Results: c1=42");
     await chat.waitFor("› ");
+    // Ctrl+C at the question stops that answer; the next line is a message again.
+    chat.type("Compute again.\r");
+    await chat.waitFor("[a]lways allow calculator: ");
+    chat.type("\x03");
+    await chat.waitFor("aborted");
+    await chat.waitFor("› ");
+    chat.type("Compute once more.\r");
+    await chat.waitFor("[a]lways allow calculator: ");
+    chat.type("a\r");
+    await chat.waitFor("Results: c1=42");
+    await chat.waitFor("› ");
     chat.type("/exit\r");
     expect(await chat.exited).toBe(0);
-    expect((await w.stored()).map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant"]);
+    const sent = (server?.requests ?? []).map((r) => (r.body.messages as WireMessage[]).at(-1)?.content);
+    expect(sent).toEqual(["Compute.", "42", "Compute again.", "Compute once more.", "42"]);
+    expect((await w.stored()).map((m) => m.role)).toEqual([
+      ...["user", "assistant", "tool", "assistant"],
+      ...["user", "assistant", "tool"], // the aborted answer: its call closed as declined
+      ...["user", "assistant", "tool", "assistant"],
+    ]);
   });
 });

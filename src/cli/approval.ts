@@ -104,7 +104,10 @@ export function askOnStderr(signal: AbortSignal): (question: string) => Promise<
         rl.close();
         resolve(answer);
       };
-      const stop = () => done(undefined);
+      const stop = () => {
+        if (!answered) process.stderr.write("\n");
+        done(undefined);
+      };
       signal.addEventListener("abort", stop, { once: true });
       // Ctrl+C at the question stops the run, as it does elsewhere.
       rl.on("SIGINT", () => process.kill(process.pid, "SIGINT"));

@@ -93,12 +93,16 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       };
       ask = (question) =>
         new Promise((resolve) => {
-          const signal = turn?.signal;
-          if (signal?.aborted) return resolve(undefined);
-          const aborted = () => resolve(undefined);
-          signal?.addEventListener("abort", aborted, { once: true });
-          lines.question(question, (answer) => {
-            signal?.removeEventListener("abort", aborted);
+          const signal = turn?.signal ?? new AbortController().signal;
+          if (signal.aborted) return resolve(undefined);
+          // Ctrl+C cancels the question (readline drops it, so the next line is a message again).
+          const aborted = () => {
+            write("\n");
+            resolve(undefined);
+          };
+          signal.addEventListener("abort", aborted, { once: true });
+          lines.question(question, { signal }, (answer) => {
+            signal.removeEventListener("abort", aborted);
             resolve(answer);
           });
         });
