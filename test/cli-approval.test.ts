@@ -94,6 +94,7 @@ describe("calls that need approval, without a terminal", () => {
       sessionId: "s",
       pendingApprovals: [{ id: "c1", name: "calculator", arguments: { expression: "6*7" } }],
     });
+    expect(waiting.stderr).toContain("continue with: agentloop run --session s --approve c1");
     expect((await w.cli(["sessions", "--json"])).stdout).toContain('"stopReason": "approval_required"');
 
     const approved = await w.cli(["run", "--session", "s", "--approve", "c1"]);

@@ -160,6 +160,7 @@ export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
  */
 export async function runCommand(prompt: string | undefined, flags: CliFlags): Promise<number> {
   if (flags.session !== undefined) checkSessionId(flags.session);
+  // Without a session the flags alone say whether the command makes sense: fail before starting anything.
   if (flags.session === undefined) planRun(undefined, { ...request(prompt, flags), canDecide: true });
   // Listening from the start: a signal during MCP startup still ends in one `aborted` turn_complete.
   const controller = new AbortController();
@@ -241,12 +242,13 @@ async function runTurn(run: RunHandle, flags: CliFlags): Promise<RunResult> {
     progress?.(event);
   }
   const result = await run.result;
-  if (!flags.json) {
+  // How to continue a run that waits for approvals goes to stderr even with --json.
+  if (result.stopReason === "approval_required") {
+    if (!flags.json && result.output !== "") await writeOut(`${result.output}\n`);
+    process.stderr.write(`${approvalLine(result.pendingApprovals ?? [], result.sessionId)}\n`);
+  } else if (!flags.json) {
     if (result.output !== "" || result.stopReason === "final_answer") await writeOut(`${result.output}\n`);
-    const line =
-      result.stopReason === "approval_required"
-        ? approvalLine(result.pendingApprovals ?? [], result.sessionId)
-        : stopLine(result.stopReason, result.iterations, result.error, result.sessionId);
+    const line = stopLine(result.stopReason, result.iterations, result.error, result.sessionId);
     if (line) process.stderr.write(`${line}\n`);
   }
   return result;
