@@ -49,9 +49,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
   let held: HeldSession | undefined;
   try {
     const settings = await settingsFrom(flags);
-    if (flags.session !== undefined) held = await holdSession(settings, flags.session);
-    const session = held?.session;
-    const allowed = new Set(session?.lastRun?.allowedTools);
+    const allowed = new Set<string>();
     const tty = process.stdout.isTTY === true;
     // The question goes through the chat's own line reader (set once it exists).
     let ask: (question: string) => Promise<string | undefined> = async () => undefined;
@@ -66,14 +64,21 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
           )
         : undefined;
     // Flags that continue the session's run go first, and so does a run that waits for approvals.
-    const continuing = flags.resume === true || flags.approve !== undefined || flags.deny !== undefined;
     const canDecide = onApproval !== undefined;
+    const continuing = { resume: flags.resume, approve: flags.approve, deny: flags.deny, canDecide };
+    const given = flags.resume === true || flags.approve !== undefined || flags.deny !== undefined;
+    if (flags.session !== undefined) {
+      held = await holdSession(settings, flags.session, (fresh) => {
+        if (given) planRun(fresh, continuing);
+      });
+    }
+    const session = held?.session;
+    for (const tool of session?.lastRun?.allowedTools ?? []) allowed.add(tool);
+    if (given && !session) planRun(undefined, continuing); // refused: they need a session
     const first =
-      session && (continuing || session.lastRun?.status === "awaiting_approval")
-        ? planRun(session, { resume: flags.resume, approve: flags.approve, deny: flags.deny, canDecide })
+      session && (given || session.lastRun?.status === "awaiting_approval")
+        ? planRun(session, continuing)
         : undefined;
-    if (!session && continuing)
-      planRun(undefined, { resume: flags.resume, approve: flags.approve, deny: flags.deny, canDecide });
     const { agent, close } = await setupAgent(flags, { settings, ...(onApproval && { onApproval }) });
     try {
       if (!stopped) await converse(settings.model, agent);

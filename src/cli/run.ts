@@ -173,21 +173,24 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
   let held: HeldSession | undefined;
   try {
     const settings = await settingsFrom(flags);
-    if (flags.session !== undefined) held = await holdSession(settings, flags.session);
-    const session = held?.session;
-    const allowed = new Set(session?.lastRun?.allowedTools);
-    const color = process.stderr.isTTY === true;
+    const allowed = new Set<string>();
     const onApproval: AgentOptions["onApproval"] = flags.yes
       ? () => "approve"
       : interactive(flags)
         ? terminalApprover(
             askOnStderr(controller.signal),
             (text) => process.stderr.write(text),
-            color,
+            process.stderr.isTTY === true,
             (tool) => allowed.add(tool),
           )
         : undefined;
-    const plan = planRun(session, { ...request(prompt, flags), canDecide: onApproval !== undefined });
+    const asked = { ...request(prompt, flags), canDecide: onApproval !== undefined };
+    if (flags.session !== undefined) {
+      held = await holdSession(settings, flags.session, (fresh) => planRun(fresh, asked));
+    }
+    const session = held?.session;
+    for (const tool of session?.lastRun?.allowedTools ?? []) allowed.add(tool);
+    const plan = planRun(session, asked);
     const { agent, close } = await setupAgent(flags, { settings, ...(onApproval && { onApproval }) });
     try {
       const start = { signal: controller.signal, session, allowedTools: [...allowed] };

@@ -27,29 +27,29 @@ export function checkSessionId(id: string, what = "--session: invalid id"): void
 }
 
 /**
- * Opens the store and takes the session (creating it).
+ * Opens the store and takes the session (creating it). `check` sees a session that does not
+ * exist yet before it is created, so a command refused for it (`--resume` on a new id) creates nothing.
  * @throws AgentloopError("config") when the store cannot be used or another live process holds the session.
  */
-export async function holdSession(settings: Pick<Settings, "db">, id: string): Promise<HeldSession> {
+export async function holdSession(
+  settings: Pick<Settings, "db">,
+  id: string,
+  check: (session: Pick<Session, "id" | "lastRun">) => void = () => {},
+): Promise<HeldSession> {
   checkSessionId(id);
   const store = await openStore(settings);
   let session: Session;
   try {
+    if ((await store.read(id)) === undefined) check({ id, lastRun: undefined });
     session = await Session.open(store, id);
   } catch (error) {
     await store.close().catch(() => {});
     throw storeFailure(error, id);
   }
-  const fresh = session.messages.length === 0 && session.lastRun === undefined;
   return {
     session,
     close: async () => {
       await session.release().catch(() => {});
-      // A session this command created and never wrote to (it stopped on a usage error) is not kept.
-      if (fresh) {
-        const stored = await store.read(id).catch(() => undefined);
-        if (stored && stored.messages.length === 0 && !stored.lastRun) await store.remove(id).catch(() => {});
-      }
       await store.close().catch(() => {});
     },
   };
