@@ -133,7 +133,7 @@ export function planRun(session: Pick<Session, "id" | "lastRun"> | undefined, re
     case "awaiting_answer":
       if (!prompt)
         throw usage(
-          `session '${id}' waits for an answer to "${last.output}": agentloop run --session ${id} "<answer>"`,
+          `session '${id}' waits for an answer to ${question(last)}: agentloop run --session ${id} "<answer>"`,
         );
       return { type: "answer", state: last, answer: prompt };
     case "awaiting_approval":
@@ -144,6 +144,12 @@ export function planRun(session: Pick<Session, "id" | "lastRun"> | undefined, re
       return { type: "new", prompt };
   }
 }
+
+/** The question a run waits on, on one line and short. */
+const question = (state: RunState) => {
+  const flat = state.output.replace(/\s+/g, " ").trim();
+  return JSON.stringify(flat.length > 100 ? `${flat.slice(0, 99)}…` : flat);
+};
 
 const missingPrompt = () =>
   new AgentloopError("usage", 'Missing prompt: agentloop run "your task" (or pipe it on stdin).');
@@ -161,7 +167,7 @@ function whereItStands(id: string, last: RunState | undefined): string {
     case "completed":
       return `the last run of session '${id}' completed (${last.stopReason}): send a new prompt with agentloop run --session ${id} "<prompt>"`;
     case "awaiting_answer":
-      return `session '${id}' waits for an answer to "${last.output}": agentloop run --session ${id} "<answer>"`;
+      return `session '${id}' waits for an answer to ${question(last)}: agentloop run --session ${id} "<answer>"`;
     case "awaiting_approval": {
       const calls = waitingCalls(last)
         .map((c) => `${c.id} (${c.name})`)
