@@ -34,6 +34,7 @@ export type {
   JsonSchema,
   JsonSchemaToolDefinition,
   Tool,
+  ToolAnnotations,
   ToolContext,
   ZodToolDefinition,
 } from "./tools/tool.js";

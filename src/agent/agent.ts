@@ -108,10 +108,12 @@ export interface RunOptions {
   sessionId?: string;
   /** Awaited at every checkpoint (SPEC section 9) with the live state: where a store saves it. */
   checkpoint?: (state: RunState) => Promise<void>;
+  /** Tools whose calls need no approval in this run (a person's earlier "always", kept by a session). */
+  allowedTools?: readonly string[];
 }
 
 /** How `agent.resume()` continues a run. */
-export interface ResumeOptions extends Omit<RunOptions, "history" | "runId" | "sessionId"> {
+export interface ResumeOptions extends Omit<RunOptions, "history" | "runId" | "sessionId" | "allowedTools"> {
   /** Calls waiting for approval to run: their ids, or "all". */
   approve?: readonly string[] | "all";
   /** Calls waiting for approval to decline (the model reads that the user declined): ids, or "all". */
@@ -211,6 +213,7 @@ export class Agent {
       options.history ?? [],
       options.sessionId,
     );
+    if (options.allowedTools) state.allowedTools.push(...options.allowedTools);
     // A history that ends with calls left open (a run that waits): the input answers an
     // `ask_question` among them, and the others are closed as not run.
     let last = state.messages.length - 1;

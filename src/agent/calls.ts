@@ -158,7 +158,9 @@ function awaitsAnswer(prepared: PreparedCall): boolean {
 }
 
 function needsApproval(prepared: PreparedCall, state: RunState): boolean {
-  const rule = prepared.tool?.needsApproval;
+  const tool = prepared.tool;
+  // A tool's own rule (even `false`) wins over its source's hint.
+  const rule = tool?.needsApproval ?? tool?.annotations?.destructiveHint === true;
   if (!rule || prepared.error || state.allowedTools.includes(prepared.call.name)) return false;
   if (rule === true) return true;
   try {

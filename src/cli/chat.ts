@@ -1,12 +1,26 @@
 import { createInterface, type Interface } from "node:readline";
-import type { Agent } from "../agent/agent.js";
+import type { Agent, AgentOptions } from "../agent/agent.js";
+import type { RunHandle } from "../agent/handle.js";
+import type { RunState } from "../agent/state.js";
+import { AgentloopError } from "../core/errors.js";
+import type { RunResult } from "../core/events.js";
 import type { Message } from "../core/messages.js";
+import { approvalLine, terminalApprover } from "./approval.js";
 import type { CliFlags } from "./config.js";
 import { EXIT_CODES, progressRenderer, stopLine } from "./render.js";
-import { STOP_SIGNALS, setupAgent } from "./run.js";
+import { STOP_SIGNALS, settingsFrom, setupAgent } from "./run.js";
+import {
+  checkSessionId,
+  type HeldSession,
+  holdSession,
+  type Plan,
+  planRun,
+  startPlan,
+  storeFailure,
+} from "./session-run.js";
 
 const HELP =
-  "Commands: /reset (new conversation), /tools (list tools), /exit (or Ctrl+D). Ctrl+C stops the answer.";
+  "Commands: /reset (new conversation), /tools (list tools), /resume (continue an interrupted run), /exit (or Ctrl+D). Ctrl+C stops the answer.";
 const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 /**
@@ -14,7 +28,9 @@ const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", 
  * generated, tool calls show compactly with their durations, Ctrl+C stops the current answer
  * and a second Ctrl+C (at the prompt) exits. Piped input is read line by line, each line a
  * turn, until its end (exit 0). SIGTERM or SIGHUP (and Ctrl+C when stdin is not a terminal)
- * stop the answer in flight, close the tools and exit 130. Resolves to the exit code.
+ * stop the answer in flight, close the tools and exit 130. With `--session`, the stored
+ * conversation continues and every turn is stored as a run of the session. Calls that need
+ * approval are asked about inline (y / n / a) in a terminal. Resolves to the exit code.
  */
 export async function chatCommand(flags: CliFlags): Promise<number> {
   const interactive = process.stdin.isTTY === true;
@@ -27,125 +43,231 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     turn?.abort();
     rl?.close();
   };
+  if (flags.session !== undefined) checkSessionId(flags.session);
   const signals = interactive ? STOP_SIGNALS.filter((s) => s !== "SIGINT") : STOP_SIGNALS;
   for (const signal of signals) process.on(signal, stop);
+  let held: HeldSession | undefined;
   try {
-    const { settings, agent, close } = await setupAgent(flags);
+    const settings = await settingsFrom(flags);
+    const allowed = new Set<string>();
+    const tty = process.stdout.isTTY === true;
+    // The question goes through the chat's own line reader (set once it exists).
+    let ask: (question: string) => Promise<string | undefined> = async () => undefined;
+    const onApproval: AgentOptions["onApproval"] = flags.yes
+      ? () => "approve"
+      : interactive
+        ? terminalApprover(
+            (question) => ask(question),
+            (text) => process.stdout.write(text),
+            tty,
+            (tool) => allowed.add(tool),
+          )
+        : undefined;
+    // Flags that continue the session's run go first, and so does a run that waits for approvals.
+    const canDecide = onApproval !== undefined;
+    const continuing = { resume: flags.resume, approve: flags.approve, deny: flags.deny, canDecide };
+    const given = flags.resume === true || flags.approve !== undefined || flags.deny !== undefined;
+    if (flags.session !== undefined) {
+      held = await holdSession(settings, flags.session, (fresh) => {
+        if (given) planRun(fresh, continuing);
+      });
+    }
+    const session = held?.session;
+    for (const tool of session?.lastRun?.allowedTools ?? []) allowed.add(tool);
+    if (given && !session) planRun(undefined, continuing); // refused: they need a session
+    const first =
+      session && (given || session.lastRun?.status === "awaiting_approval")
+        ? planRun(session, continuing)
+        : undefined;
+    const { agent, close } = await setupAgent(flags, { settings, ...(onApproval && { onApproval }) });
     try {
       if (!stopped) await converse(settings.model, agent);
     } finally {
       await close();
     }
+
+    async function converse(model: string, agent: Agent): Promise<void> {
+      const out = process.stdout;
+      const dim = (s: string) => (tty ? `\x1b[2m${s}\x1b[22m` : s);
+      const write = (text: string) => out.write(text);
+      const lines = createInterface({ input: process.stdin, output: out, terminal: interactive });
+      rl = lines;
+      // The prompt and the banner are for people at a keyboard, not for piped input.
+      const prompt = () => {
+        if (interactive) lines.prompt();
+      };
+      ask = (question) =>
+        new Promise((resolve) => {
+          const signal = turn?.signal ?? new AbortController().signal;
+          if (signal.aborted) return resolve(undefined);
+          // Ctrl+C cancels the question (readline drops it, so the next line is a message again).
+          const aborted = () => {
+            write("\n");
+            resolve(undefined);
+          };
+          signal.addEventListener("abort", aborted, { once: true });
+          lines.question(question, { signal }, (answer) => {
+            signal.removeEventListener("abort", aborted);
+            resolve(answer);
+          });
+        });
+
+      let history: Message[] = session?.messages ?? [];
+      let last: RunState | undefined = session?.lastRun;
+      let armedExit = false;
+      lines.on("SIGINT", () => {
+        if (turn) {
+          turn.abort();
+          return;
+        }
+        if (armedExit) lines.close();
+        else {
+          armedExit = true;
+          write(`\n${dim("(press Ctrl+C again to exit)")}\n`);
+          prompt();
+        }
+      });
+
+      if (interactive) {
+        write(dim(`agentloop chat · ${model} · ${HELP}\n`));
+        if (session) write(dim(`Session ${session.id}: ${session.messages.length} messages stored.\n`));
+        if (last?.status === "awaiting_answer" && !first) write(`? ${last.output}\n`);
+        if (last?.status === "running" && !first)
+          write(dim("The last run was interrupted: /resume continues it.\n"));
+      }
+      lines.setPrompt("› ");
+      // Lines typed or piped while an answer streams wait in the iterator's queue (from now on,
+      // also during a first run); the loop ends when the input does (after the queued lines) or on a stop.
+      const input = lines[Symbol.asyncIterator]();
+      if (first) await runPlan(first);
+      prompt();
+      for await (const raw of input) {
+        armedExit = false;
+        const line = raw.trim();
+        if (line === "") {
+          prompt();
+          continue;
+        }
+        if (line === "/exit" || line === "/quit") break;
+        if (line === "/help") write(`${HELP}\n`);
+        else if (line === "/reset") {
+          if (session)
+            write(dim("A session keeps its history: start another --session for a new conversation.\n"));
+          else {
+            history = [];
+            last = undefined;
+            allowed.clear();
+            write(dim("New conversation.\n"));
+          }
+        } else if (line === "/tools") {
+          for (const tool of agent.tools) write(`${tool.name}  ${dim(tool.description)}\n`);
+        } else if (line === "/resume") {
+          await planned(() =>
+            planRun(session && { id: session.id, lastRun: last }, { resume: true, canDecide: true }),
+          );
+        } else if (line.startsWith("/")) {
+          write(`Unknown command ${line}. ${HELP}\n`);
+        } else if (session) {
+          const state = last;
+          await planned(() => planRun({ id: session.id, lastRun: state }, { prompt: line, canDecide }));
+        } else {
+          await runPlan({ type: "new", prompt: line });
+        }
+        if (stopped) break;
+        prompt();
+      }
+      lines.close();
+
+      /** A plan, or its usage error as a line (interactive) or the end of the chat (piped). */
+      async function planned(make: () => Plan): Promise<void> {
+        let plan: Plan;
+        try {
+          plan = make();
+        } catch (error) {
+          if (!interactive || !(error instanceof AgentloopError)) throw error;
+          write(`${dim(`(${error.message})`)}\n`);
+          return;
+        }
+        await runPlan(plan);
+      }
+
+      async function runPlan(plan: Plan): Promise<void> {
+        const start = { session, allowedTools: [...allowed] };
+        const result = await runTurn((signal) => startPlan(agent, plan, { ...start, signal, history }));
+        if (plan.type === "decide" && plan.thenPrompt !== undefined && result.state.status === "completed") {
+          const next = plan.thenPrompt;
+          await runTurn((signal) =>
+            startPlan(agent, { type: "new", prompt: next }, { ...start, signal, history }),
+          );
+        }
+      }
+
+      async function runTurn(begin: (signal: AbortSignal) => RunHandle): Promise<RunResult> {
+        turn = new AbortController();
+        const progress = progressRenderer((text) => write(`${text}\n`), tty);
+        let spinner: NodeJS.Timeout | undefined;
+        let frame = 0;
+        const startSpinner = () => {
+          if (!tty || spinner) return;
+          spinner = setInterval(() => write(`\r${dim(`${SPINNER[frame++ % SPINNER.length]} thinking`)}`), 80);
+        };
+        const stopSpinner = () => {
+          if (!spinner) return;
+          clearInterval(spinner);
+          spinner = undefined;
+          write("\r\x1b[K");
+        };
+        let midLine = false;
+        try {
+          const run = begin(turn.signal);
+          for await (const event of run) {
+            if (event.type === "iteration_start") startSpinner();
+            else if (event.type === "message_delta") {
+              stopSpinner();
+              write(event.text);
+              midLine = !event.text.endsWith("\n");
+            } else if (
+              event.type === "tool_call" ||
+              event.type === "tool_result" ||
+              event.type === "error" ||
+              event.type === "approval_request"
+            ) {
+              stopSpinner();
+              if (midLine) write("\n");
+              midLine = false;
+              progress(event);
+            }
+          }
+          stopSpinner();
+          const result = await run.result;
+          if (midLine) write("\n");
+          if (
+            result.stopReason === "ask_question" ||
+            result.stopReason === "task_completion" ||
+            result.stopReason === "converse"
+          ) {
+            write(`${result.stopReason === "ask_question" ? "? " : ""}${result.output}\n`);
+          }
+          const reason =
+            result.stopReason === "approval_required"
+              ? approvalLine(result.pendingApprovals ?? [], session?.id)
+              : stopLine(result.stopReason, result.iterations, result.error);
+          if (reason && result.stopReason !== "ask_question")
+            write(`${dim(`${reason.replace(/^agentloop: /, "(")})`)}\n`);
+          history = result.messages;
+          last = result.state;
+          return result;
+        } finally {
+          stopSpinner();
+          turn = undefined;
+        }
+      }
+    }
+  } catch (error) {
+    throw held ? storeFailure(error, held.session.id) : error;
   } finally {
+    await held?.close();
     for (const signal of signals) process.off(signal, stop);
   }
   return stopped ? EXIT_CODES.aborted : 0;
-
-  async function converse(model: string, agent: Agent): Promise<void> {
-    const out = process.stdout;
-    const tty = out.isTTY === true;
-    const dim = (s: string) => (tty ? `\x1b[2m${s}\x1b[22m` : s);
-    const write = (text: string) => out.write(text);
-    const lines = createInterface({ input: process.stdin, output: out, terminal: interactive });
-    rl = lines;
-    // The prompt and the banner are for people at a keyboard, not for piped input.
-    const prompt = () => {
-      if (interactive) lines.prompt();
-    };
-
-    let history: Message[] = [];
-    let armedExit = false;
-    lines.on("SIGINT", () => {
-      if (turn) {
-        turn.abort();
-        return;
-      }
-      if (armedExit) lines.close();
-      else {
-        armedExit = true;
-        write(`\n${dim("(press Ctrl+C again to exit)")}\n`);
-        prompt();
-      }
-    });
-
-    if (interactive) write(dim(`agentloop chat · ${model} · ${HELP}\n`));
-    lines.setPrompt("› ");
-    prompt();
-    // Lines typed or piped while an answer streams wait in the iterator's queue; the loop
-    // ends when the input does (after the queued lines) or on a stop.
-    for await (const raw of lines) {
-      armedExit = false;
-      const line = raw.trim();
-      if (line === "") {
-        prompt();
-        continue;
-      }
-      if (line === "/exit" || line === "/quit") break;
-      if (line === "/help") write(`${HELP}\n`);
-      else if (line === "/reset") {
-        history = [];
-        write(dim("New conversation.\n"));
-      } else if (line === "/tools") {
-        for (const tool of agent.tools) write(`${tool.name}  ${dim(tool.description)}\n`);
-      } else if (line.startsWith("/")) {
-        write(`Unknown command ${line}. ${HELP}\n`);
-      } else {
-        history = await runTurn(line);
-      }
-      if (stopped) break;
-      prompt();
-    }
-    lines.close();
-
-    async function runTurn(input: string): Promise<Message[]> {
-      turn = new AbortController();
-      const progress = progressRenderer((text) => write(`${text}\n`), tty);
-      let spinner: NodeJS.Timeout | undefined;
-      let frame = 0;
-      const startSpinner = () => {
-        if (!tty || spinner) return;
-        spinner = setInterval(() => write(`\r${dim(`${SPINNER[frame++ % SPINNER.length]} thinking`)}`), 80);
-      };
-      const stopSpinner = () => {
-        if (!spinner) return;
-        clearInterval(spinner);
-        spinner = undefined;
-        write("\r\x1b[K");
-      };
-      let midLine = false;
-      try {
-        const run = agent.stream(input, { signal: turn.signal, history });
-        for await (const event of run) {
-          if (event.type === "iteration_start") startSpinner();
-          else if (event.type === "message_delta") {
-            stopSpinner();
-            write(event.text);
-            midLine = !event.text.endsWith("\n");
-          } else if (event.type === "tool_call" || event.type === "tool_result" || event.type === "error") {
-            stopSpinner();
-            if (midLine) write("\n");
-            midLine = false;
-            progress(event);
-          }
-        }
-        stopSpinner();
-        const result = await run.result;
-        if (midLine) write("\n");
-        if (
-          result.stopReason === "ask_question" ||
-          result.stopReason === "task_completion" ||
-          result.stopReason === "converse"
-        ) {
-          write(`${result.stopReason === "ask_question" ? "? " : ""}${result.output}\n`);
-        }
-        const reason = stopLine(result.stopReason, result.iterations, result.error);
-        if (reason && result.stopReason !== "ask_question")
-          write(`${dim(`${reason.replace(/^agentloop: /, "(")})`)}\n`);
-        return result.messages;
-      } finally {
-        stopSpinner();
-        turn = undefined;
-      }
-    }
-  }
 }

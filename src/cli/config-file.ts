@@ -34,6 +34,13 @@ const configFileSchema = z.strictObject({
   builtinTools: z.boolean().optional(),
   /** USD per million tokens by model id, over the built-in table (models/pricing.ts). */
   prices: z.record(z.string(), price).optional(),
+  /** Tool names or globs (`*`, `?`) whose calls always ask (`require`) or never ask (`allow`). */
+  approval: z
+    .strictObject({
+      require: z.array(z.string().min(1)).optional(),
+      allow: z.array(z.string().min(1)).optional(),
+    })
+    .optional(),
   /** Where sessions are stored: a SQLite file path (SPEC section 9). */
   db: z.string().min(1).optional(),
   /** Claude Desktop and Cursor call it `mcpServers`, VS Code's mcp.json `servers`. */

@@ -21,6 +21,14 @@ export interface CliFlags {
   tokenBudget?: number;
   costBudget?: number;
   session?: string;
+  /** Continue the session's interrupted run. */
+  resume?: boolean;
+  /** Call ids to approve (or "all"), from `--approve` (comma-separated, repeatable). */
+  approve?: string[];
+  /** Call ids to deny (or "all"), from `--deny`. */
+  deny?: string[];
+  /** Approve every call of the run. */
+  yes?: boolean;
   json?: boolean;
   verbose?: boolean;
 }
@@ -43,6 +51,8 @@ export interface Settings {
   mcpServers: Record<string, McpServerConfig>;
   /** Model prices (USD per million tokens) over the built-in table. */
   prices?: PriceTable;
+  /** Tool names or globs whose calls always ask (`require`) or never ask (`allow`). */
+  approval: { require: string[]; allow: string[] };
   /** The session store: where it is and where that came from (for messages). */
   db: { location: string; from: string };
   /** The config file the settings came from, as the user named it: named in MCP server errors. */
@@ -79,12 +89,8 @@ export function resolveSettings(
     ["openai", "anthropic"],
   );
   const prefix = provider === "anthropic" ? "ANTHROPIC" : "OPENAI";
-  const db = first([
-    ["AGENTLOOP_DB", nonEmpty(env.AGENTLOOP_DB)],
-    [fromConfig("db"), config.db],
-  ]);
   const settings: Settings = {
-    db: db ? { location: db[1], from: db[0] } : { location: DEFAULT_DB, from: "the default" },
+    db: dbSetting(env, config, configName),
     provider: provider ?? "openai",
     model:
       flags.model ?? nonEmpty(env.AGENTLOOP_MODEL) ?? config.model ?? DEFAULT_MODEL[provider ?? "openai"],
@@ -110,6 +116,7 @@ export function resolveSettings(
       ) ?? "native",
     builtinTools: flags.builtinTools && config.builtinTools !== false,
     mcpServers: config.mcpServers ?? {},
+    approval: { require: config.approval?.require ?? [], allow: config.approval?.allow ?? [] },
   };
   if (config.azure) settings.azure = config.azure;
   if (config.prices) settings.prices = config.prices;
@@ -131,6 +138,15 @@ export function resolveSettings(
   const costBudget = flags.costBudget ?? config.costBudget;
   if (costBudget !== undefined) settings.costBudget = costBudget;
   return settings;
+}
+
+/** Where the session store is: `AGENTLOOP_DB` > config "db" > the default, with where that came from. */
+export function dbSetting(env: Env, config: ConfigFile, configName = "agentloop.json"): Settings["db"] {
+  const db = first([
+    ["AGENTLOOP_DB", nonEmpty(env.AGENTLOOP_DB)],
+    [`"db" in ${configName}`, config.db],
+  ]);
+  return db ? { location: db[1], from: db[0] } : { location: DEFAULT_DB, from: "the default" };
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -7,6 +7,7 @@ import { AgentloopError, errorMessage } from "../core/errors.js";
 import type { CliFlags } from "./config.js";
 import { USAGE_ERROR } from "./render.js";
 import type { ServeFlags } from "./serve.js";
+import type { SessionsFlags } from "./sessions.js";
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);
@@ -27,6 +28,26 @@ const port = (value: string) => {
   if (!/^\d+$/.test(value.trim()) || n > 65535) throw new InvalidArgumentError("--port must be 0-65535.");
   return n;
 };
+
+/** `--approve a,b --approve c` as ["a", "b", "c"]. */
+const idList = (value: string, previous: string[] | undefined) => [
+  ...(previous ?? []),
+  ...value
+    .split(",")
+    .map((id) => id.trim())
+    .filter(Boolean),
+];
+
+/** The options that act on a run, refused by commands that start none. */
+function refuse(flags: CliFlags, command: string, names: readonly (keyof CliFlags)[]): void {
+  const given = names.find((name) => flags[name] !== undefined);
+  if (given === undefined) return;
+  const flag = `--${given.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+  throw new AgentloopError(
+    "usage",
+    `${flag} does not apply to agentloop ${command}: use it with run or chat.`,
+  );
+}
 
 /** The options every command takes (SPEC section 4). */
 function withCommonOptions(command: Command): Command {
@@ -68,7 +89,18 @@ function withCommonOptions(command: Command): Command {
       positiveInt("--token-budget"),
     )
     .option("--cost-budget <usd>", "cost limit of the run in USD", positiveNumber("--cost-budget"))
-    .option("--session <id>", "store and resume the conversation under this id")
+    .option(
+      "--session <id>",
+      "store the conversation under this id and continue it later (agentloop sessions)",
+    )
+    .option("--resume", "continue the session's interrupted run (takes no prompt)")
+    .option(
+      "--approve <ids>",
+      "approve calls the session's run waits on: ids, comma-separated, or all (repeatable)",
+      idList,
+    )
+    .option("--deny <ids>", "decline calls the session's run waits on: ids, comma-separated, or all", idList)
+    .option("--yes", "approve every call that needs approval, without asking")
     .option("--json", "print the event stream as JSON lines on stdout")
     .option("--verbose", "print progress on stderr even when it is not a terminal");
 }
@@ -98,12 +130,13 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   withCommonOptions(program.command("run"))
     .description("run one task; the final answer goes to stdout")
-    .argument("[prompt...]", "the task (read from stdin when omitted)")
+    .argument(
+      "[prompt...]",
+      "the task (read from stdin when omitted); with --session, the next message (the answer when the agent asked a question); none with --resume, --approve or --deny",
+    )
     .action(async (words: string[], flags: CliFlags) => {
-      const prompt = words.length > 0 ? words.join(" ") : await readStdin();
-      if (prompt.trim() === "") {
-        throw new AgentloopError("usage", 'Missing prompt: agentloop run "your task" (or pipe it on stdin).');
-      }
+      const continuing = flags.resume === true || flags.approve !== undefined || flags.deny !== undefined;
+      const prompt = words.length > 0 ? words.join(" ") : continuing ? undefined : await readStdin();
       const { runCommand } = await import("./run.js");
       exitCode = await runCommand(prompt, flags);
     });
@@ -111,6 +144,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   withCommonOptions(program.command("tools"))
     .description("list every tool with its schema")
     .action(async (flags: CliFlags) => {
+      refuse(flags, "tools", ["session", "resume", "approve", "deny", "yes"]);
       const { loadTools, settingsFrom } = await import("./run.js");
       const loaded = await loadTools(await settingsFrom(flags), flags.verbose === true);
       try {
@@ -155,12 +189,42 @@ export async function main(argv: readonly string[]): Promise<number> {
       positiveNumber("--drain-timeout"),
     )
     .action(async (flags: ServeFlags) => {
+      refuse(flags, "serve", ["session", "resume", "approve", "deny", "yes"]);
       const { serveCommand } = await import("./serve.js");
       exitCode = await serveCommand(flags);
     });
 
-  for (const command of program.commands) {
-    command.configureOutput({ outputError: usageLine(`agentloop ${command.name()} --help`) });
+  const sessions = program
+    .command("sessions")
+    .description("stored sessions: ls (the default), show <id>, rm <id>");
+  const sessionsCommand = (name: string, description: string, isDefault = false) =>
+    sessions
+      .command(name, { isDefault })
+      .description(description)
+      .option("--config <file>", 'config file whose "db" names the store (env AGENTLOOP_DB wins)')
+      .option("--json", "print JSON");
+  sessionsCommand("ls", "list sessions: id, last update, message count, status", true).action(
+    async (flags: SessionsFlags) => {
+      const { listSessions } = await import("./sessions.js");
+      exitCode = await listSessions(flags);
+    },
+  );
+  sessionsCommand("show", "print a session's transcript (--json: its messages)")
+    .argument("<id>", "the session")
+    .action(async (id: string, flags: SessionsFlags) => {
+      const { showSession } = await import("./sessions.js");
+      exitCode = await showSession(id, flags);
+    });
+  sessionsCommand("rm", "delete a session and its runs")
+    .argument("<id>", "the session")
+    .action(async (id: string, flags: SessionsFlags) => {
+      const { removeSession } = await import("./sessions.js");
+      exitCode = await removeSession(id, flags);
+    });
+
+  for (const command of [...program.commands, ...sessions.commands]) {
+    const name = command.parent === sessions ? `sessions ${command.name()}` : command.name();
+    command.configureOutput({ outputError: usageLine(`agentloop ${name} --help`) });
   }
 
   try {

@@ -55,11 +55,12 @@ export function progressRenderer(write: (line: string) => void, color: boolean):
 /** "1 iteration", "3 iterations". */
 export const plural = (n: number, noun: string) => `${n} ${noun}${n === 1 ? "" : "s"}`;
 
-/** The one stderr line that explains a stop other than a plain answer. */
+/** The one stderr line that explains a stop other than a plain answer (`sessionId`: how to continue it). */
 export function stopLine(
   stopReason: StopReason,
   iterations: number,
   error?: { message: string },
+  sessionId?: string,
 ): string | undefined {
   switch (stopReason) {
     case "final_answer":
@@ -67,7 +68,9 @@ export function stopLine(
     case "converse":
       return undefined;
     case "ask_question":
-      return "agentloop: the agent asked a question (answer it and run again)";
+      return sessionId === undefined
+        ? 'agentloop: the agent asked a question (to answer it, run the task with --session <id>; the answer then goes in agentloop run --session <id> "<answer>")'
+        : `agentloop: the agent asked a question: answer it with agentloop run --session ${sessionId} "<answer>"`;
     case "max_iterations":
       return `agentloop: stopped after ${plural(iterations, "iteration")} (max_iterations); raise --max-iterations to allow more`;
     case "aborted":

@@ -1,20 +1,28 @@
-import { Agent } from "../agent/agent.js";
+import { Agent, type AgentOptions } from "../agent/agent.js";
+import type { RunHandle } from "../agent/handle.js";
 import type { Budget } from "../agent/prompt.js";
 import { AgentloopError } from "../core/errors.js";
+import type { RunResult } from "../core/events.js";
 import type { Model } from "../models/adapter.js";
 import { resolvePrice } from "../models/pricing.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
+import { approvalLine, approvalRules, askOnStderr, terminalApprover } from "./approval.js";
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
 import { EXIT_CODES, progressRenderer, stopLine } from "./render.js";
+import {
+  checkSessionId,
+  type HeldSession,
+  holdSession,
+  planRun,
+  startPlan,
+  storeFailure,
+} from "./session-run.js";
 
 /** Builds the settings of a command from its flags, the environment and the config file. */
 export async function settingsFrom(flags: CliFlags): Promise<Settings> {
-  if (flags.session !== undefined) {
-    throw new AgentloopError("config", "--session is not available yet: sessions come in a later release.");
-  }
   const { config, name, notes } = await loadConfigFile(flags.config);
   for (const note of notes) process.stderr.write(`agentloop: note: ${note}\n`);
   return { ...resolveSettings(flags, process.env, config, name), configFile: name };
@@ -59,6 +67,7 @@ export function createAgent(
   settings: Settings,
   model: Model,
   tools: readonly Tool[] | (() => readonly Tool[]) = localTools(settings),
+  onApproval?: AgentOptions["onApproval"],
 ): Agent {
   if (settings.costBudget !== undefined && !resolvePrice(model, settings.prices)) {
     throw new AgentloopError(
@@ -66,10 +75,12 @@ export function createAgent(
       `A cost budget needs the price of model '${model.id}': add "prices": {"${model.id}": {"input": 0.15, "output": 0.6}} (USD per million tokens) to ${settings.configFile ?? "agentloop.json"}, or drop --cost-budget.`,
     );
   }
+  const ruled = approvalRules(settings.approval);
   return new Agent({
     model,
     instructions: settings.instructions,
-    tools,
+    tools: typeof tools === "function" ? () => ruled(tools()) : ruled(tools),
+    ...(onApproval && { onApproval }),
     maxIterations: settings.maxIterations,
     mode: settings.mode,
     toolProtocol: settings.toolProtocol,
@@ -122,12 +133,17 @@ export async function loadTools(settings: Settings, verbose = false): Promise<Lo
 /** A ready agent for a command, with what must be closed when the command ends. */
 export async function setupAgent(
   flags: CliFlags,
+  options: { settings?: Settings; onApproval?: AgentOptions["onApproval"] } = {},
 ): Promise<{ settings: Settings; agent: Agent; close(): Promise<void> }> {
-  const settings = await settingsFrom(flags);
+  const settings = options.settings ?? (await settingsFrom(flags));
   const model = await createModel(settings);
   const loaded = await loadTools(settings, flags.verbose === true);
   try {
-    return { settings, agent: createAgent(settings, model, loaded.tools), close: loaded.close };
+    return {
+      settings,
+      agent: createAgent(settings, model, loaded.tools, options.onApproval),
+      close: loaded.close,
+    };
   } catch (error) {
     await loaded.close();
     throw error;
@@ -137,8 +153,15 @@ export async function setupAgent(
 /** Signals that stop a run like Ctrl+C: the run is aborted, its last event printed, its MCP servers closed. */
 export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
-/** `agentloop run`: one task; the answer on stdout, progress on stderr. Resolves to the exit code. */
-export async function runCommand(prompt: string, flags: CliFlags): Promise<number> {
+/**
+ * `agentloop run`: one task, or (with `--session`) the session's next step: a new prompt, the
+ * answer to its question, decisions on its waiting calls, or the resume of its interrupted run.
+ * The answer goes to stdout, progress to stderr. Resolves to the exit code.
+ */
+export async function runCommand(prompt: string | undefined, flags: CliFlags): Promise<number> {
+  if (flags.session !== undefined) checkSessionId(flags.session);
+  // Without a session the flags alone say whether the command makes sense: fail before starting anything.
+  if (flags.session === undefined) planRun(undefined, { ...request(prompt, flags), canDecide: true });
   // Listening from the start: a signal during MCP startup still ends in one `aborted` turn_complete.
   const controller = new AbortController();
   const onSignal = () => {
@@ -147,35 +170,91 @@ export async function runCommand(prompt: string, flags: CliFlags): Promise<numbe
     controller.abort();
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  let held: HeldSession | undefined;
   try {
-    const { agent, close } = await setupAgent(flags);
+    const settings = await settingsFrom(flags);
+    const allowed = new Set<string>();
+    const onApproval: AgentOptions["onApproval"] = flags.yes
+      ? () => "approve"
+      : interactive(flags)
+        ? terminalApprover(
+            askOnStderr(controller.signal),
+            (text) => process.stderr.write(text),
+            process.stderr.isTTY === true,
+            (tool) => allowed.add(tool),
+          )
+        : undefined;
+    const asked = { ...request(prompt, flags), canDecide: onApproval !== undefined };
+    if (flags.session !== undefined) {
+      held = await holdSession(settings, flags.session, (fresh) => planRun(fresh, asked));
+    }
+    const session = held?.session;
+    for (const tool of session?.lastRun?.allowedTools ?? []) allowed.add(tool);
+    const plan = planRun(session, asked);
+    const { agent, close } = await setupAgent(flags, { settings, ...(onApproval && { onApproval }) });
     try {
-      return await runTurn(agent, prompt, flags, controller.signal);
+      const start = { signal: controller.signal, session, allowedTools: [...allowed] };
+      let result = await runTurn(
+        startPlan(agent, plan, { ...start, history: session?.messages ?? [] }),
+        flags,
+      );
+      if (plan.type === "decide" && plan.thenPrompt !== undefined) {
+        if (result.state.status !== "completed") {
+          process.stderr.write(
+            "agentloop: your prompt was not sent: the run it continued is waiting again\n",
+          );
+        } else {
+          const next = { type: "new" as const, prompt: plan.thenPrompt };
+          const history = result.messages;
+          result = await runTurn(
+            startPlan(agent, next, { ...start, allowedTools: [...allowed], history }),
+            flags,
+          );
+        }
+      }
+      return EXIT_CODES[result.stopReason];
     } finally {
       await close();
     }
+  } catch (error) {
+    throw held ? storeFailure(error, held.session.id) : error;
   } finally {
+    await held?.close();
     for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
   }
 }
 
-async function runTurn(agent: Agent, prompt: string, flags: CliFlags, signal: AbortSignal): Promise<number> {
+const request = (prompt: string | undefined, flags: CliFlags) => ({
+  prompt,
+  resume: flags.resume,
+  approve: flags.approve,
+  deny: flags.deny,
+});
+
+/** A person can be asked: stdin and stderr are terminals and stdout is not the event stream. */
+const interactive = (flags: CliFlags) =>
+  process.stdin.isTTY === true && process.stderr.isTTY === true && !flags.json;
+
+async function runTurn(run: RunHandle, flags: CliFlags): Promise<RunResult> {
   const showProgress = flags.verbose === true || (process.stderr.isTTY === true && !flags.json);
   const progress = showProgress
     ? progressRenderer((line) => process.stderr.write(`${line}\n`), process.stderr.isTTY === true)
     : undefined;
-  const run = agent.stream(prompt, { signal });
   for await (const event of run) {
     if (flags.json) await writeOut(`${JSON.stringify(event)}\n`);
     progress?.(event);
   }
   const result = await run.result;
-  if (!flags.json) {
+  // How to continue a run that waits for approvals goes to stderr even with --json.
+  if (result.stopReason === "approval_required") {
+    if (!flags.json && result.output !== "") await writeOut(`${result.output}\n`);
+    process.stderr.write(`${approvalLine(result.pendingApprovals ?? [], result.sessionId)}\n`);
+  } else if (!flags.json) {
     if (result.output !== "" || result.stopReason === "final_answer") await writeOut(`${result.output}\n`);
-    const line = stopLine(result.stopReason, result.iterations, result.error);
+    const line = stopLine(result.stopReason, result.iterations, result.error, result.sessionId);
     if (line) process.stderr.write(`${line}\n`);
   }
-  return EXIT_CODES[result.stopReason];
+  return result;
 }
 
 /** Writes to stdout, waiting for a full pipe to drain. */

@@ -146,7 +146,9 @@ export async function connectMcpServers(
         source: { name, server: connection.name, originalName: tool.name },
       };
     });
-    const key = JSON.stringify(catalogue.map(({ tool }) => [tool.name, tool.description, tool.parameters]));
+    const key = JSON.stringify(
+      catalogue.map(({ tool }) => [tool.name, tool.description, tool.parameters, tool.annotations]),
+    );
     const changed = key !== catalogueKey;
     catalogueKey = key;
     return changed;
@@ -193,7 +195,8 @@ export async function connectMcpServers(
 
 /**
  * One MCP tool as an agentloop tool. Arguments are validated against the server's input
- * schema; a result with `isError` throws its text, so the loop makes it an error result.
+ * schema; a result with `isError` throws its text, so the loop makes it an error result. The
+ * server's annotations are kept (a `destructiveHint: true` tool needs approval).
  */
 function mcpTool(
   connection: McpConnection,
@@ -220,6 +223,8 @@ function mcpTool(
     parameters,
     execute,
     ...(timeoutMs !== undefined && { timeoutMs }),
+    // Kept as the server gave them: `destructiveHint: true` makes calls need approval.
+    ...(listed.annotations && { annotations: listed.annotations }),
   };
   try {
     return defineTool(definition);

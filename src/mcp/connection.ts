@@ -279,5 +279,5 @@ export class McpConnection {
 }
 
 function toolKey(tool: McpTool): unknown[] {
-  return [tool.name, tool.description, tool.inputSchema];
+  return [tool.name, tool.description, tool.inputSchema, tool.annotations];
 }

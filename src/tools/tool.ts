@@ -18,6 +18,19 @@ export interface ToolProgress {
 
 export type JsonSchema = Record<string, unknown>;
 
+/**
+ * Hints about what a tool does, as MCP servers annotate their tools (the MCP `ToolAnnotations`).
+ * Informational, except `destructiveHint: true`, which makes a call need approval when the tool
+ * sets no `needsApproval` of its own.
+ */
+export interface ToolAnnotations {
+  readonly title?: string;
+  readonly readOnlyHint?: boolean;
+  readonly destructiveHint?: boolean;
+  readonly idempotentHint?: boolean;
+  readonly openWorldHint?: boolean;
+}
+
 export type ValidationResult = { ok: true; value: unknown } | { ok: false; message: string };
 
 /**
@@ -42,9 +55,11 @@ export interface Tool {
   /**
    * Whether a call must be approved by a person before it runs: `true`, or a predicate of the
    * validated arguments (a throw counts as `true`). Without `onApproval`, such calls wait and the
-   * run stops with `approval_required`.
+   * run stops with `approval_required`. Unset: `annotations.destructiveHint === true` decides.
    */
   readonly needsApproval?: boolean | ((args: unknown) => boolean);
+  /** What the tool's source says about it (MCP tool annotations). */
+  readonly annotations?: ToolAnnotations;
   /** Checks the parsed arguments; the message names the offending field. Must not throw. */
   validate(args: unknown): ValidationResult;
   /** Runs the tool. A non-string result is serialised to JSON; a throw becomes an error result. */
@@ -65,6 +80,7 @@ interface ToolDefinitionBase {
   sequential?: boolean;
   loopBreaking?: Tool["loopBreaking"];
   needsApproval?: Tool["needsApproval"];
+  annotations?: ToolAnnotations;
 }
 
 /** A tool whose arguments are described by a zod schema (an object schema). */
@@ -119,6 +135,7 @@ export function defineTool(definition: ZodToolDefinition<z.ZodType> | JsonSchema
     ...(definition.sequential !== undefined && { sequential: definition.sequential }),
     ...(definition.loopBreaking !== undefined && { loopBreaking: definition.loopBreaking }),
     ...(definition.needsApproval !== undefined && { needsApproval: definition.needsApproval }),
+    ...(definition.annotations !== undefined && { annotations: definition.annotations }),
     validate: (args) => validateWith(schema, args),
     execute: definition.execute as Tool["execute"],
   };

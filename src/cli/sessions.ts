@@ -1,0 +1,138 @@
+// `agentloop sessions`: list, show and remove the stored sessions. Reading never creates a store.
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { inCallOrder } from "../agent/state.js";
+import { AgentloopError } from "../core/errors.js";
+import type { Message } from "../core/messages.js";
+import type { SessionStore, SessionSummary } from "../store/types.js";
+import { dbSetting, loadConfigFile } from "./config.js";
+import { checkSessionId, storeFailure } from "./session-run.js";
+import { openStore } from "./store.js";
+
+export interface SessionsFlags {
+  config?: string;
+  json?: boolean;
+}
+
+/** The store the settings name, or undefined when its file does not exist yet. */
+async function existingStore(flags: SessionsFlags): Promise<SessionStore | undefined> {
+  const { config, name, notes } = await loadConfigFile(flags.config);
+  for (const note of notes) process.stderr.write(`agentloop: note: ${note}\n`);
+  const db = dbSetting(process.env, config, name);
+  const postgres = /^postgres(ql)?:\/\//i.test(db.location);
+  if (!postgres && !existsSync(resolve(db.location))) return undefined;
+  return openStore({ db });
+}
+
+async function withStore<T>(
+  flags: SessionsFlags,
+  id: string | undefined,
+  use: (store: SessionStore | undefined) => Promise<T>,
+): Promise<T> {
+  if (id !== undefined) checkSessionId(id, "invalid session id");
+  const store = await existingStore(flags);
+  try {
+    return await use(store);
+  } catch (error) {
+    throw storeFailure(error, id ?? "");
+  } finally {
+    await store?.close().catch(() => {});
+  }
+}
+
+const noSession = (id: string) =>
+  new AgentloopError("usage", `no session '${id}' in the store: agentloop sessions lists them`);
+
+/** `completed final_answer`, `waiting (approval)`, `interrupted`, ... */
+export function statusText(summary: SessionSummary): string {
+  if (summary.status === "completed") return `completed ${summary.stopReason ?? ""}`.trim();
+  if (summary.status === "waiting") {
+    return summary.stopReason === "approval_required" ? "waiting (approval)" : "waiting (answer)";
+  }
+  return summary.status;
+}
+
+const when = (ms: number) => {
+  const d = new Date(ms);
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+};
+
+/** `agentloop sessions [ls]`: most recently updated first. */
+export async function listSessions(flags: SessionsFlags): Promise<number> {
+  const list = await withStore(flags, undefined, async (store) => (store ? store.list() : []));
+  if (flags.json) {
+    const rows = list.map((s) => ({
+      id: s.id,
+      createdAt: new Date(s.createdAt).toISOString(),
+      updatedAt: new Date(s.updatedAt).toISOString(),
+      messageCount: s.messageCount,
+      status: s.status,
+      ...(s.stopReason !== undefined && { stopReason: s.stopReason }),
+      ...(s.lastRunId !== undefined && { lastRunId: s.lastRunId }),
+    }));
+    process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+    return 0;
+  }
+  if (list.length === 0) {
+    process.stderr.write('agentloop: no sessions yet: agentloop run --session <id> "<prompt>" starts one\n');
+    return 0;
+  }
+  const rows = [
+    ["ID", "UPDATED", "MESSAGES", "STATUS"],
+    ...list.map((s) => [s.id, when(s.updatedAt), String(s.messageCount), statusText(s)]),
+  ];
+  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => (r[i] as string).length)));
+  for (const row of rows) {
+    const cells = row.map((cell, i) => (i < 3 ? cell.padEnd(widths[i] as number) : cell));
+    process.stdout.write(`${cells.join("  ")}\n`);
+  }
+  return 0;
+}
+
+/** `agentloop sessions show <id>`: the transcript, each reply's tool results in call order. */
+export async function showSession(id: string, flags: SessionsFlags): Promise<number> {
+  const stored = await withStore(flags, id, async (store) => store?.read(id));
+  if (!stored) throw noSession(id);
+  const messages = inCallOrder(stored.messages);
+  if (flags.json) {
+    process.stdout.write(`${JSON.stringify(messages, null, 2)}\n`);
+    return 0;
+  }
+  const { summary } = stored;
+  process.stdout.write(
+    `# session ${id} · ${summary.messageCount} messages · ${statusText(summary)} · updated ${when(summary.updatedAt)}\n`,
+  );
+  for (const message of messages) process.stdout.write(`${transcriptLines(message)}\n`);
+  return 0;
+}
+
+const indent = (text: string, by: string) => text.replace(/\n/g, `\n${by}`);
+
+function transcriptLines(message: Message): string {
+  switch (message.role) {
+    case "user":
+      return `user: ${indent(message.content, "      ")}`;
+    case "assistant": {
+      const lines =
+        message.content || !message.toolCalls?.length
+          ? [`assistant: ${indent(message.content, "           ")}`]
+          : [];
+      for (const call of message.toolCalls ?? [])
+        lines.push(`  → ${call.name} ${call.arguments}  (${call.id})`);
+      return lines.join("\n");
+    }
+    case "tool":
+      return `  ${message.isError ? "✗" : "←"} ${message.name}: ${indent(message.content, "    ")}`;
+    default:
+      return "";
+  }
+}
+
+/** `agentloop sessions rm <id>`: the session and its runs. */
+export async function removeSession(id: string, flags: SessionsFlags): Promise<number> {
+  const removed = await withStore(flags, id, async (store) => (store ? store.remove(id) : false));
+  if (!removed) throw noSession(id);
+  process.stdout.write(flags.json ? `${JSON.stringify({ removed: id })}\n` : `Removed session '${id}'.\n`);
+  return 0;
+}
