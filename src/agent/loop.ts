@@ -159,7 +159,7 @@ export async function* advance(state: RunState, run: Run): AsyncGenerator<AgentE
   if (reply.thinkingSignature) assistant.thinkingSignature = reply.thinkingSignature;
   if (toolCalls.length > 0) assistant.toolCalls = toolCalls;
   state.messages.push(assistant);
-  if (refusal === undefined) delete state.refusal;
+  if (refusal === undefined) state.refusal = undefined;
   else state.refusal = refusal;
   state.output = content || (refusal ?? "");
   state.steps.push({
