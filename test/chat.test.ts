@@ -1,57 +1,15 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
-import { CLI, runCli } from "./helpers.js";
+import { runCli } from "./helpers.js";
+import { terminal } from "./support/terminal.js";
 
 let server: FakeOpenAIServer | undefined;
-const children: ChildProcess[] = [];
 afterEach(async () => {
-  for (const child of children.splice(0)) child.kill("SIGKILL");
   await server?.close();
 });
 
-/** Drives `agentloop chat` through a pseudo-terminal (util-linux `script`), like a person at a keyboard. */
-function startChat(env: Record<string, string>, args: string[] = []) {
-  const command = [process.execPath, CLI, "chat", ...args].map((a) => JSON.stringify(a)).join(" ");
-  const child = spawn("script", ["-qfec", command, "/dev/null"], {
-    env: { PATH: process.env.PATH ?? "", TERM: "xterm", ...env },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  children.push(child);
-  let output = "";
-  const waiters: { text: string; from: number; resolve: () => void }[] = [];
-  const check = () => {
-    for (const w of [...waiters]) {
-      if (output.indexOf(w.text, w.from) !== -1) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve();
-      }
-    }
-  };
-  child.stdout.setEncoding("utf8").on("data", (d: string) => {
-    output += d;
-    check();
-  });
-  const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
-  let mark = 0;
-  return {
-    /** Resolves once `text` appears in the output after the last `type`. */
-    waitFor(text: string) {
-      return new Promise<void>((resolve) => {
-        waiters.push({ text, from: mark, resolve });
-        check();
-      });
-    },
-    type(keys: string) {
-      mark = output.length;
-      child.stdin.write(keys);
-    },
-    get output() {
-      return output;
-    },
-    exited,
-  };
-}
+/** Drives `agentloop chat` through a pseudo-terminal, like a person at a keyboard. */
+const startChat = (env: Record<string, string>, args: string[] = []) => terminal(["chat", ...args], { env });
 
 describe("agentloop chat in a terminal", () => {
   it("streams answers, shows tool calls, keeps the conversation, resets, and exits", async () => {

@@ -1,7 +1,7 @@
 // Approvals through the built CLI: which calls wait (config `approval` lists, an MCP tool's
 // `destructiveHint` from the real filesystem server), `--approve` / `--deny` / `--yes`, and the
 // y / n / a prompt in a pseudo-terminal for `run` and `chat`.
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,7 +14,8 @@ import {
   type FakeToolCall,
   startFakeOpenAIServer,
 } from "../src/testing/fake-openai-server.js";
-import { CLI, runCli } from "./helpers.js";
+import { runCli } from "./helpers.js";
+import { terminal } from "./support/terminal.js";
 
 const FILESYSTEM = fileURLToPath(
   new URL("../node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", import.meta.url),
@@ -251,49 +252,10 @@ describe("MCP tools annotated destructiveHint (the filesystem server's write_fil
   }, 60_000);
 });
 
-/** Runs the CLI in a pseudo-terminal (util-linux `script`), like a person at a keyboard. */
-function terminal(dir: string, env: Record<string, string>, args: string[]) {
-  const command = [process.execPath, CLI, ...args].map((a) => JSON.stringify(a)).join(" ");
-  const child = spawn("script", ["-qfec", command, "/dev/null"], {
-    cwd: dir,
-    env: { PATH: process.env.PATH ?? "", TERM: "xterm", ...env },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  children.push(child);
-  let output = "";
-  const waiters: { text: string; from: number; resolve: () => void }[] = [];
-  let mark = 0;
-  child.stdout.setEncoding("utf8").on("data", (d: string) => {
-    output += d;
-    for (const w of [...waiters]) {
-      if (output.indexOf(w.text, w.from) === -1) continue;
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve();
-    }
-  });
-  const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
-  return {
-    /** Resolves once `text` appears after the last `type`. */
-    waitFor: (text: string) =>
-      new Promise<void>((resolve) => {
-        if (output.indexOf(text, mark) !== -1) resolve();
-        else waiters.push({ text, from: mark, resolve });
-      }),
-    type(keys: string) {
-      mark = output.length;
-      child.stdin.write(keys);
-    },
-    get output() {
-      return output;
-    },
-    exited,
-  };
-}
-
 describe("approvals in a terminal", () => {
   it("run shows the call and asks: y runs it, n declines it, a allows the tool for the session", async () => {
     const w = await workspace([calc("c1"), calc("c2", "1+1"), calc("c3", "2+2")], REQUIRE_CALC);
-    const run = terminal(w.dir, w.env, ["run", "--session", "s", "Compute three times."]);
+    const run = terminal(["run", "--session", "s", "Compute three times."], { cwd: w.dir, env: w.env });
     await run.waitFor('expression: "6*7"');
     expect(run.output).toMatch(/calculator.* wants to run .*\(c1\)/);
     await run.waitFor("[a]lways allow calculator: ");
@@ -319,7 +281,7 @@ describe("approvals in a terminal", () => {
   it("a new prompt on a session that waits asks about the waiting calls, finishes that run, then sends the prompt", async () => {
     const w = await workspace([calc("c1")], REQUIRE_CALC);
     expect((await w.cli(["run", "--session", "s", "Compute."])).code).toBe(8);
-    const run = terminal(w.dir, w.env, ["run", "--session", "s", "And now?"]);
+    const run = terminal(["run", "--session", "s", "And now?"], { cwd: w.dir, env: w.env });
     await run.waitFor("[a]lways allow calculator: ");
     run.type("y\r");
     await run.waitFor("Results: c1=42");
@@ -337,7 +299,7 @@ describe("approvals in a terminal", () => {
 
   it("chat asks inline and goes on with the conversation", async () => {
     const w = await workspace([calc("c1")], REQUIRE_CALC);
-    const chat = terminal(w.dir, w.env, ["chat", "--session", "s"]);
+    const chat = terminal(["chat", "--session", "s"], { cwd: w.dir, env: w.env });
     await chat.waitFor("› ");
     chat.type("Compute.\r");
     await chat.waitFor("[a]lways allow calculator: ");
