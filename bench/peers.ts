@@ -82,12 +82,11 @@ export const agentloop: Runner = (n, streaming) => {
   });
   return async () => {
     calls = 0;
-    const events = agent.stream("go");
-    let next = await events.next();
-    while (!next.done) next = await events.next();
-    if (next.value.stopReason !== "final_answer")
-      throw new Error(`agentloop stopped with ${next.value.stopReason}`);
-    return next.value;
+    const run = agent.stream("go");
+    for await (const _event of run);
+    const result = await run.result;
+    if (result.stopReason !== "final_answer") throw new Error(`agentloop stopped with ${result.stopReason}`);
+    return result;
   };
 };
 
