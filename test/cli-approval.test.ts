@@ -1,7 +1,3 @@
-// Approvals through the built CLI: which calls wait (config `approval` lists, an MCP tool's
-// `destructiveHint` from the real filesystem server), `--approve` / `--deny` / `--yes`, and the
-// y / n / a prompt in a pseudo-terminal for `run` and `chat`.
-import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,9 +20,7 @@ const root = realpathSync(mkdtempSync(join(tmpdir(), "agentloop-cli-approval-"))
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 let server: FakeOpenAIServer | undefined;
-const children: ChildProcess[] = [];
 afterEach(async () => {
-  for (const child of children.splice(0)) if (child.exitCode === null) child.kill("SIGKILL");
   await server?.close();
   server = undefined;
 });
