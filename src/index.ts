@@ -1,8 +1,8 @@
 export type { AgentOptions, ResumeOptions, RunOptions } from "./agent/agent.js";
 export { Agent, DEFAULTS } from "./agent/agent.js";
 export { RunHandle } from "./agent/handle.js";
-export type { ApprovalDecision } from "./agent/loop.js";
 export type { Budget, Mode, ToolProtocol } from "./agent/prompt.js";
+export type { ApprovalDecision } from "./agent/run.js";
 export { AgentloopError } from "./core/errors.js";
 export type {
   AgentEvent,

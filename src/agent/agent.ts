@@ -9,8 +9,8 @@ import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
 import { RunHandle } from "./handle.js";
-import { type ApprovalDecision, type LoopOptions, startRun } from "./loop.js";
 import type { Budget, Mode, ToolProtocol } from "./prompt.js";
+import { type ApprovalDecision, type LoopOptions, startRun } from "./run.js";
 import {
   answeredCalls,
   checkRunState,

@@ -2,7 +2,7 @@ import type { AgentEvent, StopReason } from "../core/events.js";
 import type { ToolCall, ToolMessage } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
 import { executeCalls, type PreparedCall, prepareCall } from "../tools/execute.js";
-import { CONTINUE, circuitBreaker, type Next, type Run } from "./loop.js";
+import { CONTINUE, circuitBreaker, type Next, type Run } from "./run.js";
 import { answeredCalls, pendingCalls, sortResults } from "./state.js";
 
 /**

@@ -1,7 +1,8 @@
 import type { AgentEvent, AgentEventBody, RunResult } from "../core/events.js";
 import type { ToolMessage } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
-import { advance, type Next, type Run } from "./loop.js";
+import { advance } from "./loop.js";
+import type { Next, Run } from "./run.js";
 import { answeredCalls, pendingCalls, sortResults, waitingApprovals } from "./state.js";
 
 type Step = AsyncGenerator<AgentEvent, Next>;

@@ -1,11 +1,9 @@
-import type { AgentEvent, StopReason } from "../core/events.js";
+import type { AgentEvent } from "../core/events.js";
 import type { AssistantMessage } from "../core/messages.js";
 import { addUsage } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
-import type { ContextManager } from "../memory/prune.js";
-import type { Model, ModelError, ModelReply, ToolSpec } from "../models/adapter.js";
-import { costOf, type ModelPrice } from "../models/pricing.js";
-import type { Tool } from "../tools/tool.js";
+import type { ModelError, ModelReply } from "../models/adapter.js";
+import { costOf } from "../models/pricing.js";
 import { callTools } from "./calls.js";
 import {
   type Budget,
@@ -13,96 +11,9 @@ import {
   EXPLICIT_CORRECTION,
   formatUsd,
   iterationWarning,
-  type Mode,
-  stablePrompt,
   systemPrompt,
-  type ToolProtocol,
 } from "./prompt.js";
-import { CircuitBreaker, RepetitionGuard } from "./stop.js";
-
-/** A person's answer to `onApproval`: run it, decline it, or allow the tool for the rest of the run. */
-export type ApprovalDecision = "approve" | "deny" | "always";
-
-/** Everything the loop needs, fixed for a run. Defaults are applied by `Agent`. */
-export interface LoopOptions {
-  /** The model, already wrapped for the tool protocol. */
-  model: Model;
-  instructions: string;
-  mode: Mode;
-  toolProtocol: ToolProtocol;
-  /** Tools in the order they are offered to the model (loop-breaking ones included). */
-  tools: readonly Tool[];
-  maxIterations: number;
-  toolConcurrency: number;
-  toolTimeoutMs: number;
-  maxToolResultChars: number;
-  circuitBreakerThreshold: number;
-  repetitionThreshold: number;
-  /** Token and cost limits (the time limit arrives through `signal`); warnings at 80%. */
-  budget: Budget;
-  /** Shapes what is sent to fit the context window, and bounds each tool result; the history stays whole. */
-  context?: ContextManager;
-  /** The model's price, to count cost; required for a cost budget. */
-  price?: ModelPrice;
-  /** Removes configured secrets from tool results, progress messages and error messages. */
-  redact?: (text: string) => string;
-  /**
-   * Called at every checkpoint (SPEC section 9): after the user's input, after a reply with tool
-   * calls (before they start), after each tool result, after each iteration and at the stop. The
-   * run waits for it, so a store can make each one durable. A throw ends the run (rejects).
-   */
-  checkpoint?: (state: RunState) => Promise<void>;
-  /** Asks a person about a call that needs approval; without it such calls wait in the state. */
-  onApproval?: (call: {
-    id: string;
-    name: string;
-    arguments: Record<string, unknown>;
-  }) => ApprovalDecision | Promise<ApprovalDecision>;
-  signal: AbortSignal;
-}
-
-/**
- * What comes after an iteration. Stopping is data: the loop never throws for model or tool
- * failures, it says why it stops.
- */
-export type Next =
-  | { type: "continue" }
-  | { type: "stop"; stopReason: StopReason; error?: { message: string; code: string } }
-  /** The run waits for approvals or for the answer to `ask_question`; the state says which calls. */
-  | { type: "wait"; for: "approval" | "answer" };
-
-/** A run's loop: its options and what is derived from them once. */
-export interface Run {
-  options: LoopOptions;
-  tools: ReadonlyMap<string, Tool>;
-  nativeTools: readonly ToolSpec[];
-  stable: string;
-  breaker: CircuitBreaker;
-  repetition: RepetitionGuard;
-  startedAt: number;
-  /** When the current iteration started in this process. */
-  iterationStartedAt: number;
-}
-
-export function startRun(options: LoopOptions, state: RunState): Run {
-  const specs: ToolSpec[] = options.tools.map(({ name, description, parameters }) => ({
-    name,
-    description,
-    parameters,
-  }));
-  return {
-    options,
-    tools: new Map(options.tools.map((tool) => [tool.name, tool])),
-    nativeTools: options.toolProtocol === "native" ? specs : [],
-    stable: stablePrompt({ ...options, tools: specs }),
-    breaker: new CircuitBreaker(options.circuitBreakerThreshold, state.guards.breaker),
-    repetition: new RepetitionGuard(options.repetitionThreshold, state.guards.repetition),
-    startedAt: performance.now(),
-    iterationStartedAt: performance.now(),
-  };
-}
-
-export const CONTINUE: Next = { type: "continue" };
+import { CONTINUE, circuitBreaker, type Next, type Run } from "./run.js";
 
 /**
  * Advances the run by one iteration: one model call and the tool calls it asks for (or, when
@@ -191,14 +102,6 @@ export async function* advance(state: RunState, run: Run): AsyncGenerator<AgentE
     return CONTINUE;
   }
   return yield* callTools(state, run);
-}
-
-export function circuitBreaker(run: Run): Next {
-  return {
-    type: "stop",
-    stopReason: "circuit_breaker",
-    error: { message: run.breaker.message, code: "circuit_breaker" },
-  };
 }
 
 function budgetExceeded(budget: Budget, spent: { tokens: number; costUsd: number }): string | undefined {

@@ -1,7 +1,7 @@
 // Which calls need a person's approval (config `approval` lists over the tools' own rules), how
 // a terminal asks for it, and how a run that waits says what to do next.
 import { createInterface } from "node:readline";
-import type { ApprovalDecision } from "../agent/loop.js";
+import type { ApprovalDecision } from "../agent/run.js";
 import type { PendingApproval } from "../core/events.js";
 import type { Tool } from "../tools/tool.js";
 import type { Settings } from "./config.js";
