@@ -3,7 +3,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { postgresStore, type SessionStore, StoreError } from "../src/store/index.js";
+import { postgresStore, type SessionHandle, type SessionStore, StoreError } from "../src/store/index.js";
 import { type Postgres, skipReason, startPostgres } from "./support/postgres.js";
 
 const STORE = new URL("../dist/store/index.js", import.meta.url).href;
@@ -29,10 +29,16 @@ function holdInChild(url: string, sessionId: string, leaseMs: number): Promise<C
       run: { runId: "child-run", status: "running", state: { step: 1 } },
     });
     console.log("held");
-    setInterval(() => {}, 60_000);`;
+    // A line on stdin: try one more checkpoint and print its outcome.
+    process.stdin.on("data", () =>
+      handle.checkpoint({ messages: [{ role: "user", content: "late" }] }).then(
+        () => console.log(JSON.stringify({ written: true })),
+        (error) => console.log(JSON.stringify({ code: error.code, message: error.message })),
+      ),
+    );`;
   const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
     env: { ...process.env, DB_URL: url },
-    stdio: ["ignore", "pipe", "inherit"],
+    stdio: ["pipe", "pipe", "inherit"],
   });
   return new Promise((resolve, reject) => {
     child.stdout?.on("data", (chunk: Buffer) => {
@@ -40,6 +46,18 @@ function holdInChild(url: string, sessionId: string, leaseMs: number): Promise<C
     });
     child.on("exit", (code) => reject(new Error(`the holding process exited with ${code}`)));
   });
+}
+
+/** Acquires `sessionId` as soon as its holder's lease has run out (refused `session_busy` until then). */
+async function takeOver(store: SessionStore, sessionId: string): Promise<SessionHandle> {
+  for (;;) {
+    const handle = await store.acquire(sessionId).catch((error: StoreError) => {
+      expect(error.code).toBe("session_busy");
+      return undefined;
+    });
+    if (handle) return handle;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 describe.skipIf(skipReason !== undefined)(
@@ -102,14 +120,7 @@ describe.skipIf(skipReason !== undefined)(
       child.kill("SIGKILL");
       await exited;
       // Dead: nobody renews, so the lease runs out and the session can be taken over.
-      let handle: Awaited<ReturnType<SessionStore["acquire"]>> | undefined;
-      while (handle === undefined) {
-        handle = await store.acquire("orphan").catch((error: StoreError) => {
-          expect(error.code).toBe("session_busy");
-          return undefined;
-        });
-        if (handle === undefined) await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      const handle = await takeOver(store, "orphan");
       expect(handle.session.summary.status).toBe("interrupted");
       expect(handle.session.messages).toEqual([{ role: "user", content: "from the child" }]);
       expect(handle.session.lastRun).toMatchObject({
@@ -123,6 +134,29 @@ describe.skipIf(skipReason !== undefined)(
         status: "completed",
         lastRunId: "child-run",
       });
+    });
+
+    it("a holder frozen past its lease loses the session: its late checkpoint writes nothing", async () => {
+      const url = await pg.database();
+      const child = await holdInChild(url, "frozen", 300);
+      children.push(child);
+      const store = await open(url);
+      child.kill("SIGSTOP"); // a stalled process (a long pause, a partition): it renews nothing
+      const handle = await takeOver(store, "frozen");
+      await handle.checkpoint({ messages: [{ role: "user", content: "from the new holder" }] });
+      const answer = new Promise<string>((resolve) =>
+        child.stdout?.once("data", (chunk) => resolve(String(chunk))),
+      );
+      child.kill("SIGCONT");
+      child.stdin?.write("checkpoint\n");
+      const outcome = JSON.parse(await answer);
+      expect(outcome.code).toBe("session_busy");
+      expect(outcome.message).toContain("acquire it again");
+      expect((await store.read("frozen"))?.messages.map((m) => m.content)).toEqual([
+        "from the child",
+        "from the new holder",
+      ]);
+      await handle.release();
     });
 
     it("stores started at once on a new database migrate it once, and all work", async () => {
