@@ -25,11 +25,13 @@ describe("public surface", () => {
     expect(modules.some((m) => m.startsWith("store/") || m === "pkg:node:sqlite")).toBe(false);
   });
 
-  it("loads node:sqlite only when a SQLite store is opened (the memory store works without it)", () => {
+  it("loads node:sqlite and pg only when their store is opened (the memory store works without them)", () => {
     const modules = [...reachable("store/index.js")];
     expect(modules.filter((m) => m.startsWith("pkg:") && !m.startsWith("pkg:node:"))).toEqual([]);
     expect(modules).not.toContain("pkg:node:sqlite");
     expect(dist("store/sqlite-store.js")).toContain('import("node:sqlite")');
+    expect(modules).not.toContain("pkg:pg");
+    expect(dist("store/postgres-store.js")).toContain('import("pg")');
   });
 
   it("exposes the documented entry points", async () => {
@@ -62,6 +64,7 @@ describe("public surface", () => {
       "SESSION_ID_PATTERN",
       "StoreError",
       "memoryStore",
+      "postgresStore",
       "sqliteStore",
     ]);
   });

@@ -1,4 +1,6 @@
 export { memoryStore } from "./memory-store.js";
+export type { PostgresStoreOptions } from "./postgres-store.js";
+export { postgresStore } from "./postgres-store.js";
 export type { SqliteStoreOptions } from "./sqlite-store.js";
 export { sqliteStore } from "./sqlite-store.js";
 export type {

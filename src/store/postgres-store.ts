@@ -1,0 +1,382 @@
+import type { Pool, PoolClient } from "pg";
+import { describeHolder, newHolder, parseHolder } from "./holder.js";
+import { migrate } from "./postgres-schema.js";
+import {
+  checkSessionId,
+  clock,
+  decodeMessage,
+  encodeCheckpoint,
+  handleReleased,
+  runOfOtherSession,
+  sessionStatus,
+  storeClosed,
+} from "./shared.js";
+import {
+  type RunRecord,
+  type RunStatus,
+  type SessionHandle,
+  type SessionStore,
+  type SessionSummary,
+  type StoredSession,
+  StoreError,
+} from "./types.js";
+
+export interface PostgresStoreOptions {
+  /**
+   * How long a session stays held by a holder that stopped renewing it (its process died or lost
+   * the database); the handle renews it every third of this while held. Default 30000 ms.
+   */
+  leaseMs?: number;
+  /** Connections in the pool. Default 10. */
+  maxConnections?: number;
+}
+
+/**
+ * A session store in a PostgreSQL database (the `pg` driver, loaded only when this is called),
+ * for several processes or machines sharing sessions. Creates its tables (`agentloop_*`) on
+ * start, safely when several processes start at once; rejects `newer_schema` for a database of
+ * a newer agentloop. A session is held through a lease in its row that the handle renews; a
+ * holder that stops renewing loses it after `leaseMs`.
+ */
+export async function postgresStore(url: string, options: PostgresStoreOptions = {}): Promise<SessionStore> {
+  const where = describeUrl(url);
+  const fail = (error: unknown) => toStoreError(error, where);
+  const pg = await import("pg").then((m) => m.default ?? m);
+  const pool = new pg.Pool({ connectionString: url, max: options.maxConnections ?? 10 });
+  // An idle connection that breaks is dropped by the pool; the next query reports the problem.
+  pool.on("error", () => undefined);
+  try {
+    const client = await pool.connect();
+    try {
+      await migrate(client, where);
+    } finally {
+      client.release();
+    }
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw fail(error);
+  }
+  return open(pool, Math.max(1, Math.floor(options.leaseMs ?? 30_000)), fail);
+}
+
+/** `host:port/database` of a URL, never its password. */
+function describeUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch (error) {
+    throw new StoreError(
+      "store_error",
+      "the PostgreSQL URL is not a URL: use postgres://user:password@host:port/database",
+      { cause: error },
+    );
+  }
+  if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:")
+    throw new StoreError(
+      "store_error",
+      `the PostgreSQL URL starts with ${parsed.protocol}: use postgres://user:password@host:port/database`,
+    );
+  return `${parsed.hostname || "localhost"}:${parsed.port || "5432"}${parsed.pathname === "/" ? "" : parsed.pathname}`;
+}
+
+interface Row {
+  id: string;
+  created_at: number;
+  updated_at: number;
+  message_count: number;
+  last_run_id: string | null;
+  holder: string | null;
+  held: boolean;
+  status: RunStatus | null;
+  stop_reason: string | null;
+}
+
+interface RunRow {
+  run_id: string;
+  session_id: string;
+  status: RunStatus;
+  stop_reason: string | null;
+  state: string;
+  created_at: number;
+  updated_at: number;
+}
+
+const SUMMARY = `SELECT s.id, s.created_at, s.updated_at, s.message_count, s.last_run_id, s.holder,
+  (s.holder IS NOT NULL AND s.lease_until > now()) AS held, r.status, r.stop_reason
+  FROM agentloop_sessions s LEFT JOIN agentloop_runs r ON r.run_id = s.last_run_id`;
+
+const LEASE = "now() + make_interval(secs => $3::double precision / 1000)";
+
+function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError): SessionStore {
+  const handles = new Map<string, { sessionId: string; stop: () => void }>();
+  let closed = false;
+
+  /** Runs `work` in one transaction on one connection; every failure becomes a `StoreError`. */
+  async function transaction<T>(work: (client: PoolClient) => Promise<T>, readOnly = false): Promise<T> {
+    if (closed) throw storeClosed();
+    let client: PoolClient | undefined;
+    try {
+      client = await pool.connect();
+      await client.query(readOnly ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN");
+      const result = await work(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      await client?.query("ROLLBACK").catch(() => undefined);
+      throw fail(error);
+    } finally {
+      client?.release();
+    }
+  }
+
+  async function query<T>(text: string, values: unknown[]): Promise<T[]> {
+    if (closed) throw storeClosed();
+    try {
+      return (await pool.query(text, values)).rows as T[];
+    } catch (error) {
+      throw fail(error);
+    }
+  }
+
+  function summary(row: Row, held: boolean): SessionSummary {
+    return {
+      id: row.id,
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+      messageCount: row.message_count,
+      status: sessionStatus(held, row.status === null ? undefined : { status: row.status }),
+      ...(row.stop_reason ? { stopReason: row.stop_reason } : {}),
+      ...(row.last_run_id === null ? {} : { lastRunId: row.last_run_id }),
+    };
+  }
+
+  function runRecord(row: RunRow): RunRecord {
+    return {
+      runId: row.run_id,
+      sessionId: row.session_id,
+      status: row.status,
+      ...(row.stop_reason === null ? {} : { stopReason: row.stop_reason }),
+      state: JSON.parse(row.state),
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+    };
+  }
+
+  async function stored(client: PoolClient, row: Row, held: boolean): Promise<StoredSession> {
+    const messages = await client.query<{ message: string }>(
+      "SELECT message FROM agentloop_messages WHERE session_id = $1 ORDER BY seq",
+      [row.id],
+    );
+    const run =
+      row.last_run_id === null
+        ? undefined
+        : (await client.query<RunRow>("SELECT * FROM agentloop_runs WHERE run_id = $1", [row.last_run_id]))
+            .rows[0];
+    return {
+      summary: summary(row, held),
+      messages: messages.rows.map((m) => decodeMessage(m.message)),
+      ...(run ? { lastRun: runRecord(run) } : {}),
+    };
+  }
+
+  function busy(sessionId: string, row: Row): StoreError {
+    const holder = row.holder === null ? undefined : parseHolder(row.holder);
+    return new StoreError(
+      "session_busy",
+      `session '${sessionId}' is in use by ${holder ? describeHolder(holder) : "another process"}: wait for it to finish, or use another session id`,
+    );
+  }
+
+  function handleFor(sessionId: string, session: StoredSession, holder: string): SessionHandle {
+    let released = false;
+    // Renews the lease while held; a failed renewal is retried by the next tick (or the next checkpoint).
+    const renew = setInterval(
+      () => {
+        pool
+          .query(`UPDATE agentloop_sessions SET lease_until = ${LEASE} WHERE id = $1 AND holder = $2`, [
+            sessionId,
+            holder,
+            leaseMs,
+          ])
+          .catch(() => undefined);
+      },
+      Math.max(1, Math.floor(leaseMs / 3)),
+    );
+    renew.unref();
+    handles.set(holder, { sessionId, stop: () => clearInterval(renew) });
+    return {
+      sessionId,
+      session,
+      async checkpoint(checkpoint) {
+        if (closed) throw storeClosed();
+        if (released) throw handleReleased(sessionId);
+        const { messages, run } = encodeCheckpoint(checkpoint);
+        if (messages.length === 0 && run === undefined) return;
+        await transaction(async (client) => {
+          const now = clock();
+          const touched = await client.query<{ message_count: number }>(
+            `UPDATE agentloop_sessions SET updated_at = $4, message_count = message_count + $5,
+               last_run_id = coalesce($6, last_run_id), lease_until = ${LEASE}
+             WHERE id = $1 AND holder = $2 RETURNING message_count`,
+            [sessionId, holder, leaseMs, now, messages.length, run?.runId ?? null],
+          );
+          const row = touched.rows[0];
+          if (row === undefined)
+            throw new StoreError(
+              "session_busy",
+              `session '${sessionId}' is no longer held by this process (its lease expired and another took it): acquire it again before writing`,
+            );
+          if (messages.length > 0)
+            await client.query(
+              `INSERT INTO agentloop_messages (session_id, seq, message)
+               SELECT $1, $2::integer + ord - 1, m FROM unnest($3::text[]) WITH ORDINALITY AS t(m, ord)`,
+              [sessionId, row.message_count - messages.length, messages],
+            );
+          if (run === undefined) return;
+          const { runId, status, stopReason, state } = run;
+          const upsert = await client.query(
+            `INSERT INTO agentloop_runs (run_id, session_id, status, stop_reason, state, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $6)
+             ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, stop_reason = excluded.stop_reason,
+               state = excluded.state, updated_at = excluded.updated_at
+             WHERE agentloop_runs.session_id = excluded.session_id`,
+            [runId, sessionId, status, stopReason, state, now],
+          );
+          if (upsert.rowCount === 0) {
+            const owner = await client.query<{ session_id: string }>(
+              "SELECT session_id FROM agentloop_runs WHERE run_id = $1",
+              [runId],
+            );
+            throw runOfOtherSession(runId, String(owner.rows[0]?.session_id));
+          }
+        });
+      },
+      async release() {
+        if (released) return;
+        released = true;
+        handles.get(holder)?.stop();
+        handles.delete(holder);
+        if (!closed)
+          await query(
+            "UPDATE agentloop_sessions SET holder = NULL, lease_until = NULL WHERE id = $1 AND holder = $2",
+            [sessionId, holder],
+          );
+      },
+    };
+  }
+
+  return {
+    async acquire(sessionId) {
+      if (closed) throw storeClosed();
+      checkSessionId(sessionId);
+      const holder = JSON.stringify(newHolder());
+      const session = await transaction(async (client) => {
+        const now = clock();
+        await client.query(
+          `INSERT INTO agentloop_sessions (id, created_at, updated_at) VALUES ($1, $2, $2)
+           ON CONFLICT (id) DO NOTHING`,
+          [sessionId, now],
+        );
+        const row = (await client.query<Row>(`${SUMMARY} WHERE s.id = $1 FOR UPDATE OF s`, [sessionId]))
+          .rows[0];
+        if (row === undefined)
+          throw new StoreError("store_error", `session '${sessionId}' vanished while acquired: try again`);
+        if (row.held) throw busy(sessionId, row);
+        await client.query(
+          `UPDATE agentloop_sessions SET holder = $2, lease_until = ${LEASE} WHERE id = $1`,
+          [sessionId, holder, leaseMs],
+        );
+        return stored(client, row, false);
+      });
+      return handleFor(sessionId, session, holder);
+    },
+
+    async read(sessionId) {
+      if (closed) throw storeClosed();
+      checkSessionId(sessionId);
+      return transaction(async (client) => {
+        const row = (await client.query<Row>(`${SUMMARY} WHERE s.id = $1`, [sessionId])).rows[0];
+        return row && stored(client, row, row.held);
+      }, true);
+    },
+
+    async list() {
+      const rows = await query<Row>(`${SUMMARY} ORDER BY s.updated_at DESC, s.id`, []);
+      return rows.map((row) => summary(row, row.held));
+    },
+
+    async sessionOfRun(runId) {
+      const rows = await query<{ session_id: string }>(
+        "SELECT session_id FROM agentloop_runs WHERE run_id = $1",
+        [runId],
+      );
+      return rows[0]?.session_id;
+    },
+
+    async remove(sessionId) {
+      if (closed) throw storeClosed();
+      checkSessionId(sessionId);
+      return transaction(async (client) => {
+        const row = (await client.query<Row>(`${SUMMARY} WHERE s.id = $1 FOR UPDATE OF s`, [sessionId]))
+          .rows[0];
+        if (row === undefined) return false;
+        if (row.held) throw busy(sessionId, row);
+        await client.query("DELETE FROM agentloop_messages WHERE session_id = $1", [sessionId]);
+        await client.query("DELETE FROM agentloop_runs WHERE session_id = $1", [sessionId]);
+        await client.query("DELETE FROM agentloop_sessions WHERE id = $1", [sessionId]);
+        return true;
+      });
+    },
+
+    async close() {
+      if (closed) return;
+      const held = [...handles];
+      handles.clear();
+      for (const [, { stop }] of held) stop();
+      try {
+        for (const [holder, { sessionId }] of held)
+          await pool.query(
+            "UPDATE agentloop_sessions SET holder = NULL, lease_until = NULL WHERE id = $1 AND holder = $2",
+            [sessionId, holder],
+          );
+      } catch (error) {
+        throw fail(error);
+      } finally {
+        closed = true;
+        await pool.end().catch(() => undefined);
+      }
+    },
+  };
+}
+
+/** Node's errors for a server that cannot be reached. */
+const UNREACHABLE = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ECONNRESET",
+]);
+
+function toStoreError(error: unknown, where: string): StoreError {
+  if (error instanceof StoreError) return error;
+  const { code, message } = error as { code?: string; message?: string };
+  const reason = String(message ?? error)
+    .replace(/\s+/g, " ")
+    .trim();
+  const make = (text: string) => new StoreError("store_error", text, { cause: error });
+  const host = where.replace(/\/.*$/, "");
+  if (code && UNREACHABLE.has(code))
+    return make(
+      `cannot reach PostgreSQL at ${host}: ${reason}: check that it runs and the URL's host and port`,
+    );
+  if (code === "28P01" || code === "28000")
+    return make(
+      `PostgreSQL at ${host} refused the login (${reason}): check the user and password in the URL`,
+    );
+  if (code === "3D000") return make(`PostgreSQL at ${host}: ${reason}: create it or fix the URL`);
+  if (reason.includes("Connection terminated"))
+    return make(`lost the connection to PostgreSQL at ${host} (${reason}): check the server and try again`);
+  return make(`PostgreSQL at ${where}: ${reason}`);
+}

@@ -1,0 +1,90 @@
+/**
+ * A throwaway PostgreSQL cluster for tests: Debian's server binaries (`/usr/lib/postgresql/N/bin`),
+ * `initdb` in a temp dir, `pg_ctl start` on a free port on 127.0.0.1 only, stopped and deleted
+ * after. PostgreSQL refuses to run as root, so as root (CI) the cluster runs as `nobody`.
+ *
+ *   const pg = await startPostgres();   // undefined (with `skipReason`) when there is no server
+ *   const url = await pg.database();    // a fresh, empty database
+ *   await pg.stop();
+ */
+import { execFile } from "node:child_process";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** The newest `/usr/lib/postgresql/<version>/bin` holding `initdb`, if any. */
+function serverBin(): string | undefined {
+  const root = "/usr/lib/postgresql";
+  if (!existsSync(root)) return undefined;
+  const versions = readdirSync(root)
+    .filter((v) => existsSync(join(root, v, "bin", "initdb")))
+    .sort((a, b) => Number(b) - Number(a));
+  return versions[0] === undefined ? undefined : join(root, versions[0], "bin");
+}
+
+const bin = serverBin();
+
+/** Why the PostgreSQL tests are skipped here, or undefined when they run. */
+export const skipReason =
+  bin === undefined
+    ? "no PostgreSQL server binaries in /usr/lib/postgresql/*/bin (install Debian's postgresql package)"
+    : undefined;
+
+export interface Postgres {
+  /** Creates a new, empty database and returns its URL. */
+  database(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function startPostgres(): Promise<Postgres> {
+  if (bin === undefined) throw new Error(skipReason);
+  const dir = mkdtempSync(join(tmpdir(), "agentloop-pg-"));
+  const data = join(dir, "data");
+  const asRoot = process.getuid?.() === 0;
+  // As root, run the server as nobody: it owns the temp dir, and everything runs through runuser.
+  const nobody = asRoot ? Number((await run("id", ["-u", "nobody"])).stdout.trim()) : undefined;
+  if (nobody !== undefined) {
+    const group = Number((await run("id", ["-g", "nobody"])).stdout.trim());
+    chownSync(dir, nobody, group);
+    chmodSync(dir, 0o700);
+  }
+  const pg = (tool: string, args: string[]) =>
+    nobody === undefined
+      ? run(join(bin, tool), args)
+      : run("runuser", ["-u", "nobody", "--", join(bin, tool), ...args]);
+  const port = await freePort();
+  await pg("initdb", ["-D", data, "-U", "agentloop", "--auth=trust", "-E", "UTF8", "--no-sync"]);
+  const options = `-h 127.0.0.1 -p ${port} -k ${dir} -F -c max_connections=200`;
+  await pg("pg_ctl", ["start", "-w", "-D", data, "-l", join(dir, "log"), "-o", options]);
+  const base = `postgres://agentloop@127.0.0.1:${port}`;
+  let databases = 0;
+  return {
+    async database() {
+      const name = `db${++databases}`;
+      await pg("createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", "agentloop", name]);
+      return `${base}/${name}`;
+    },
+    async stop() {
+      try {
+        await pg("pg_ctl", ["stop", "-w", "-m", "immediate", "-D", data]);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
