@@ -3,6 +3,7 @@ export { Agent, DEFAULTS } from "./agent/agent.js";
 export { RunHandle } from "./agent/handle.js";
 export type { Budget, Mode, ToolProtocol } from "./agent/prompt.js";
 export type { ApprovalDecision } from "./agent/run.js";
+export { Session } from "./agent/session.js";
 export { AgentloopError } from "./core/errors.js";
 export type {
   AgentEvent,

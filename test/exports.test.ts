@@ -43,6 +43,7 @@ describe("public surface", () => {
       "DEFAULT_PRICES",
       "RUN_STATE_VERSION",
       "RunHandle",
+      "Session",
       "contextManager",
       "contextWindowFor",
       "defineTool",

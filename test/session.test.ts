@@ -3,8 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { Session } from "../src/agent/session.js";
-import { Agent, defineTool } from "../src/index.js";
+import { Agent, defineTool, Session } from "../src/index.js";
 import { memoryStore, type SessionStore, sqliteStore } from "../src/store/index.js";
 import { scriptedModel } from "../src/testing/index.js";
 

@@ -23,7 +23,7 @@ export class Session {
     for (const message of this.messages) this.stored.add(message);
     this.stable = lastReply(this.messages, 0);
     const last = handle.session.lastRun;
-    this.lastRun = last && { ...checkRunState({ ...(last.state as object), messages: this.messages }) };
+    this.lastRun = last && checkRunState({ ...(last.state as object), messages: this.messages });
   }
 
   /**
