@@ -131,6 +131,8 @@ describe("SQLite store across processes", () => {
       writeFileSync(go, "");
       for (const w of openers)
         expect(JSON.parse(await w.line((l) => l.startsWith("{")))).toEqual({ ok: true });
+      // Closing a store may still hold the file a moment (the last WAL checkpoint): look once all are gone.
+      expect(await Promise.all(openers.map((w) => w.exited))).toEqual([0, 0, 0, 0]);
       const store = await sqliteStore(file);
       expect((await store.list()).map((s) => s.id).sort()).toEqual(["p1", "p2", "p3", "p4"]);
       await store.close();
