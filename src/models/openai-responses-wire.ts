@@ -10,6 +10,7 @@ import type { ModelRequest, ToolSpec } from "./adapter.js";
  */
 
 type InputItem = OpenAI.Responses.ResponseInputItem;
+type ReasoningItem = OpenAI.Responses.ResponseReasoningItem;
 type ContentPart = OpenAI.Responses.ResponseInputText | OpenAI.Responses.ResponseInputImage;
 
 /**
@@ -74,8 +75,9 @@ function dataOf(m: AssistantMessage): OutputRef[] | undefined {
 
 /**
  * The assistant message as input items, in the order the model produced them when the adapter
- * kept it (reasoning, text, calls), else text then calls. Reasoning goes back without its item id
- * (nothing is stored at the provider) and only with its encrypted content.
+ * kept it (reasoning, text, calls), else text then calls. Reasoning goes back as the official SDKs
+ * send it with `store: false`: its item id, summary and encrypted content (without an id only when
+ * the provider gave none, which the API accepts with the encrypted content).
  */
 function assistantItems(m: AssistantMessage, out: InputItem[]): void {
   const calls = m.toolCalls ?? [];
@@ -95,7 +97,13 @@ function assistantItems(m: AssistantMessage, out: InputItem[]): void {
   for (const ref of dataOf(m) ?? []) {
     if (ref.type === "reasoning" && typeof ref.encrypted_content === "string") {
       const summary = Array.isArray(ref.summary) ? ref.summary : [];
-      out.push({ type: "reasoning", summary, encrypted_content: ref.encrypted_content } as InputItem);
+      const { encrypted_content } = ref;
+      out.push(
+        typeof ref.id === "string" && ref.id !== ""
+          ? { type: "reasoning", id: ref.id, summary, encrypted_content }
+          : // The SDK's type requires an id the provider did not give; the API takes the item without one.
+            ({ type: "reasoning", summary, encrypted_content } as Omit<ReasoningItem, "id"> as ReasoningItem),
+      );
     } else if (ref.type === "message") text();
     else if (ref.type === "function_call") call(ref.call_id);
   }

@@ -17,6 +17,7 @@ import {
   type OpenAIResponsesModelOptions,
   openAIResponsesModel,
   RESPONSES_DATA_KEY,
+  type ReasoningRef,
 } from "./openai-responses.js";
 
 const serve = fakeServerPerTest(startFakeResponsesServer);
@@ -154,7 +155,7 @@ describe("openAIResponsesModel: replies", () => {
     expect(reply.usage).toEqual(usage);
   });
 
-  it("carries encrypted reasoning back on the next request, before the calls it led to, without item ids", async () => {
+  it("carries encrypted reasoning back on the next request, with its item id, before the calls it led to", async () => {
     const s = await serve([
       { reasoning: "Need the weather.", toolCalls: [{ name: "get_weather", arguments: { city: "Oslo" } }] },
       { text: "Sunny." },
@@ -194,16 +195,26 @@ describe("openAIResponsesModel: replies", () => {
       isError: false,
     };
     await collectEvents(m, { ...first, messages: [...first.messages, assistant, result] });
-    expect(s.requests[1]?.body.input).toEqual([
-      { role: "user", content: "weather?" },
-      {
-        type: "reasoning",
-        summary: [{ type: "summary_text", text: "Need the weather." }],
-        encrypted_content: "enc_0",
-      },
-      { type: "function_call", call_id: "call_0_0", name: "get_weather", arguments: '{"city":"Oslo"}' },
-      { type: "function_call_output", call_id: "call_0_0", output: "sunny" },
+    // As the official SDKs send it with store: false (openai-agents-js, the AI SDK): id, summary, encrypted content.
+    expect(s.requests[1]?.body.input.map((item: unknown) => JSON.stringify(item))).toEqual([
+      '{"role":"user","content":"weather?"}',
+      '{"type":"reasoning","id":"rs_fake_0","summary":[{"type":"summary_text","text":"Need the weather."}],"encrypted_content":"enc_0"}',
+      '{"type":"function_call","call_id":"call_0_0","name":"get_weather","arguments":"{\\"city\\":\\"Oslo\\"}"}',
+      '{"type":"function_call_output","call_id":"call_0_0","output":"sunny"}',
     ]);
+    // A provider that gave the item no id: it goes back without one, with its encrypted content.
+    const anonymous: ReasoningRef = {
+      type: "reasoning",
+      summary: [{ type: "summary_text", text: "Need the weather." }],
+      encrypted_content: "enc_0",
+    };
+    const withoutId = { ...assistant, providerData: { [RESPONSES_DATA_KEY]: { items: [anonymous] } } };
+    await collectEvents(m, { ...first, messages: [...first.messages, withoutId, result] });
+    expect(s.requests[2]?.body.input[1]).toEqual({
+      type: "reasoning",
+      summary: [{ type: "summary_text", text: "Need the weather." }],
+      encrypted_content: "enc_0",
+    });
   });
 
   it("returns parallel function calls in call order, arguments assembled from their deltas", async () => {
