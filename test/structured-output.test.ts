@@ -6,7 +6,13 @@ import { z } from "zod";
 import { Agent, type AgentEvent, AgentloopError, defineTool } from "../src/index.js";
 import { anthropicModel } from "../src/models/anthropic.js";
 import { openAIChatModel } from "../src/models/openai-chat.js";
-import { scriptedModel, startFakeAnthropicServer, startFakeOpenAIServer } from "../src/testing/index.js";
+import { openAIResponsesModel } from "../src/models/openai-responses.js";
+import {
+  scriptedModel,
+  startFakeAnthropicServer,
+  startFakeOpenAIServer,
+  startFakeResponsesServer,
+} from "../src/testing/index.js";
 import { fakeServerPerTest } from "./support/model-harness.js";
 import { peerEntries, peerResponse } from "./support/peer-recordings.js";
 
@@ -22,6 +28,7 @@ const lookup = defineTool({
 
 const serveOpenAI = fakeServerPerTest(startFakeOpenAIServer);
 const serveAnthropic = fakeServerPerTest(startFakeAnthropicServer);
+const serveResponses = fakeServerPerTest(startFakeResponsesServer);
 
 describe("outputSchema", () => {
   it("gives the validated, typed object as result.output after tool calls, and its JSON as text", async () => {
@@ -182,6 +189,40 @@ describe("outputSchema on the wire", () => {
     const loose = z.object({ city: z.string(), celsius: z.number().optional() });
     await new Agent({ model, outputSchema: loose }).run("Weather?");
     expect(server.requests[2]?.body.response_format.json_schema).toMatchObject({
+      strict: false,
+      schema: { required: ["city"] },
+    });
+  });
+
+  it("Responses: text.format json_schema with the tools, strict when the schema allows, as for Chat", async () => {
+    const server = await serveResponses([
+      { toolCalls: [{ name: "lookup", arguments: { city: "Paris" } }] },
+      { text: PARIS },
+      { text: PARIS },
+    ]);
+    const model = openAIResponsesModel({ model: "gpt-4o-mini", baseURL: server.url, apiKey: "sk-test-1234" });
+    const result = await new Agent({ model, tools: [lookup], outputSchema: Weather }).run("Weather?");
+    expect(result.output).toEqual({ city: "Paris", celsius: 21 });
+    const body = server.requests[0]?.body;
+    expect(body.tools).toHaveLength(1);
+    // The same name, schema and strictness as Chat Completions' response_format.json_schema above.
+    expect(body.text).toEqual({
+      format: {
+        type: "json_schema",
+        name: "final_output",
+        strict: true,
+        schema: {
+          type: "object",
+          properties: { city: { type: "string" }, celsius: { type: "number" } },
+          required: ["city", "celsius"],
+          additionalProperties: false,
+        },
+      },
+    });
+
+    const loose = z.object({ city: z.string(), celsius: z.number().optional() });
+    await new Agent({ model, outputSchema: loose }).run("Weather?");
+    expect(server.requests[2]?.body.text.format).toMatchObject({
       strict: false,
       schema: { required: ["city"] },
     });

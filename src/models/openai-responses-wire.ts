@@ -1,6 +1,7 @@
 import type OpenAI from "openai";
-import type { AssistantMessage, Message } from "../core/messages.js";
+import type { AssistantMessage, MediaPart, Message } from "../core/messages.js";
 import type { ModelRequest, ToolSpec } from "./adapter.js";
+import { jsonSchemaFormat } from "./strict-schema.js";
 
 /**
  * Request mapping of the OpenAI Responses adapter, pure (no I/O): runtime messages and tools → a
@@ -13,24 +14,17 @@ type InputItem = OpenAI.Responses.ResponseInputItem;
 type ReasoningItem = OpenAI.Responses.ResponseReasoningItem;
 type ContentPart = OpenAI.Responses.ResponseInputText | OpenAI.Responses.ResponseInputImage;
 
-/**
- * Images beside a user message's or a tool result's text (`UserMessage.media`, `ToolMessage.media`
- * of the structured-output and images work), read structurally: `url` is http(s) or a `data:` URL.
- */
-interface Media {
-  type: string;
-  url: string;
-}
-const mediaOf = (m: Message): readonly Media[] => (m as { media?: readonly Media[] }).media ?? [];
+/** Images beside a user message's or a tool result's text. */
+const mediaOf = (m: Message): readonly MediaPart[] => (m.role === "assistant" ? [] : (m.media ?? []));
 
 /** An image as an `input_image` part; audio, which this adapter does not send, as a note naming it. */
-function mediaPart(part: Media): ContentPart {
+function mediaPart(part: MediaPart): ContentPart {
   if (part.type === "image") return { type: "input_image", image_url: part.url, detail: "auto" };
   return { type: "input_text", text: `[${part.type} not sent: the Responses adapter sends images only]` };
 }
 
 /** Text, then the media, as content parts. */
-function withMedia(text: string, media: readonly Media[]): ContentPart[] {
+function withMedia(text: string, media: readonly MediaPart[]): ContentPart[] {
   return [...(text ? [{ type: "input_text" as const, text }] : []), ...media.map(mediaPart)];
 }
 
@@ -174,7 +168,8 @@ export interface ResponsesRequestOptions {
  * The request body: model, `instructions` (the system prompt, when non-empty), input, function
  * tools (`strict: false`: the tools' schemas are sent as they are), `parallel_tool_calls` (only
  * with tools), `reasoning` and `include: ["reasoning.encrypted_content"]` (with reasoning
- * settings), `text.format` json_schema for a request with `output` (structured output),
+ * settings), `text.format` json_schema (`strict` when the schema allows, as Chat Completions'
+ * `response_format`) for a request with `output` (structured output),
  * `store: false`, then `extraBody`, then `stream`.
  */
 export function toResponsesRequestBody(
@@ -193,7 +188,6 @@ export function toResponsesRequestBody(
     o.cache?.tools.set(request.tools, tools);
   }
   const reasoning = o.reasoning ?? (isReasoningModel(o.model) ? { summary: "auto" } : false);
-  const output = (request as { output?: { name: string; schema: Record<string, unknown> } }).output;
   return {
     model: o.model,
     ...(request.system ? { instructions: request.system } : {}),
@@ -203,10 +197,7 @@ export function toResponsesRequestBody(
       ? { parallel_tool_calls: o.parallelToolCalls }
       : {}),
     ...(reasoning ? { reasoning, include: ["reasoning.encrypted_content"] } : {}),
-    // Not strict: the loop validates the answer against the whole schema, which strict mode would restrict.
-    ...(output && {
-      text: { format: { type: "json_schema", name: output.name, schema: output.schema, strict: false } },
-    }),
+    ...(request.output && { text: { format: { type: "json_schema", ...jsonSchemaFormat(request.output) } } }),
     store: false,
     ...o.extraBody,
     stream: o.stream,

@@ -88,19 +88,30 @@ describe("openAIResponsesModel: the request", () => {
 });
 
 describe("openAIResponsesModel: structured output and images", () => {
-  it("sends an output schema as text.format json_schema, and says it constrains answers", async () => {
-    const s = await serve([{ text: '{"city":"Oslo"}' }]);
+  it("sends an output schema as text.format json_schema, strict when the schema allows, and says it constrains answers", async () => {
+    const s = await serve([{ text: '{"city":"Oslo"}' }, { text: '{"city":"Oslo"}' }]);
     const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
-    // `output` and `media` are the request and message fields of the structured-output and images work.
-    const req = {
+    const req = (output: Record<string, unknown>): ModelRequest => ({
       system: "",
       messages: [{ role: "user", content: "where?" }],
       tools: [],
-      output: { name: "answer", schema },
-    };
-    await collect({ baseURL: s.url }, req as ModelRequest);
+      output: { name: "answer", schema: output },
+    });
+    await collect({ baseURL: s.url }, req(schema));
+    // As Chat Completions' response_format: additionalProperties false added, strict.
     expect(s.requests[0]?.body.text).toEqual({
-      format: { type: "json_schema", name: "answer", schema, strict: false },
+      format: {
+        type: "json_schema",
+        name: "answer",
+        schema: { ...schema, additionalProperties: false },
+        strict: true,
+      },
+    });
+    // An optional property has no strict form: the schema goes as it is.
+    const loose = { type: "object", properties: { city: { type: "string" } } };
+    await collect({ baseURL: s.url }, req(loose));
+    expect(s.requests[1]?.body.text).toEqual({
+      format: { type: "json_schema", name: "answer", schema: loose, strict: false },
     });
     expect((model({}) as { structuredOutput?: boolean }).structuredOutput).toBe(true);
     expect((model({ structuredOutput: false }) as { structuredOutput?: boolean }).structuredOutput).toBe(

@@ -32,6 +32,20 @@ const SUPPORTED = new Set([
   "maxItems",
 ]);
 
+/**
+ * An output schema as OpenAI's structured outputs take it, the same for Chat Completions
+ * (`response_format.json_schema`) and the Responses API (`text.format`): strict when the schema
+ * allows, else as is with `strict: false`.
+ */
+export function jsonSchemaFormat(output: { name: string; schema: Node }): {
+  name: string;
+  schema: Node;
+  strict: boolean;
+} {
+  const strict = strictSchema(output.schema);
+  return { name: output.name, schema: strict ?? output.schema, strict: strict !== undefined };
+}
+
 /** OpenAI's limit of nesting in a strict schema is far lower; this only bounds the walk. */
 const MAX_DEPTH = 32;
 
