@@ -196,6 +196,26 @@ describe("outputSchema", () => {
     expect(result.steps[0]).not.toHaveProperty("incomplete");
   });
 
+  it("takes an outputSchema for one run of an agent without one, typed and kept by the run's state", async () => {
+    const model = scriptedModel([{ text: '{"city":"Paris"}' }, { text: PARIS }, { text: "Plain text." }]);
+    const agent = new Agent({ model });
+    const result = await agent.run("Weather?", { outputSchema: Weather });
+    expectTypeOf(result.output).toEqualTypeOf<{ city: string; celsius: number } | undefined>();
+    expect(result).toMatchObject({ stopReason: "final_answer", iterations: 2, output: { celsius: 21 } });
+    expect(result.state.outputSchema).toMatchObject({ required: ["city", "celsius"] });
+    expect(model.requests[0]?.system).toContain('"celsius":{"type":"number"}');
+    // The next run without one answers in text again.
+    expect((await agent.run("And?")).output).toBe("Plain text.");
+    expect(() => agent.run("?", { outputSchema: { type: "array" } })).toThrow(
+      /^outputSchema must describe a JSON object/,
+    );
+    const typed = new Agent({ model, outputSchema: Weather });
+    // @ts-expect-error an agent's own schema cannot be replaced by a run's
+    expect(() => typed.run("?", { outputSchema: Weather })).toThrow(
+      "outputSchema: this agent has its own outputSchema, which a run cannot replace: create an Agent without one, or with this schema.",
+    );
+  });
+
   it("still validates the answer of a stored run resumed by an agent given no schema", async () => {
     const write = defineTool({
       name: "write",

@@ -57,7 +57,7 @@ const isNode = (value: unknown): value is Node =>
 /**
  * The schema as strict mode takes it (a copy; `additionalProperties: false` added to objects that
  * do not say), or undefined when it cannot be strict: an optional property, an open object, an
- * unsupported keyword, a root that is not an object.
+ * unsupported keyword, an object that names no properties, a root that is not an object.
  */
 export function strictSchema(schema: Node): Node | undefined {
   if (schema.type !== "object" || "anyOf" in schema) return undefined;
@@ -72,7 +72,8 @@ function strictNode(node: unknown, depth: number): Node | undefined {
   const out: Node = { ...node };
   const types = Array.isArray(node.type) ? node.type : [node.type];
   if (types.includes("object") || "properties" in node) {
-    const properties = node.properties ?? {};
+    // No `properties`: any object (closing it would allow only {}).
+    const { properties } = node;
     if (!isNode(properties)) return undefined;
     const required = Array.isArray(node.required) ? node.required : [];
     if (Object.keys(properties).some((name) => !required.includes(name))) return undefined;
