@@ -82,7 +82,8 @@ const nothing = async () => {};
 
 /** The chat completion wire (SPEC section 6): chunks, `data: [DONE]` last. */
 function chatWire(a: RunAnswer): RunWire<unknown> {
-  const mapper = new ChunkMapper(a.id, a.model, Math.floor(Date.now() / 1000));
+  const typed = a.handle.state.outputSchema !== undefined;
+  const mapper = new ChunkMapper(a.id, a.model, Math.floor(Date.now() / 1000), typed);
   return {
     map: (event) => mapper.map(event),
     open: () => [mapper.chunk({ role: "assistant", content: "" })],
