@@ -53,7 +53,7 @@ describe("agentloop run --output-schema", () => {
     const { cli } = await workspace([{ text: "Sunny." }, { text: "Sunny!" }, { text: "Sunny, 21 °C." }]);
     const run = await cli(["run", "--output-schema", "weather.json", "Weather in Paris?"]);
     expect(run.code).toBe(4);
-    expect(run.stdout).toBe("Sunny, 21 °C.\n");
+    expect(run.stdout).toBe(""); // with a schema, stdout carries only valid JSON
     expect(run.stderr).toBe(
       "agentloop: circuit_breaker: The same error repeated 3 times in a row: the final answer does not match the output schema (the answer is not JSON)\n",
     );
@@ -133,6 +133,22 @@ describe("agentloop run --image", () => {
       "user: What is in these? [image: image/png, 208 bytes] [image: https://example.com/…]",
     );
     expect(show.stdout).not.toContain(base64);
+    // As JSON: the same messages, each image's url its placeholder, unless --include-media asks for the data.
+    const placeholders = JSON.parse((await cli(["sessions", "show", "pics", "--json"])).stdout);
+    expect(placeholders[0]).toEqual({
+      role: "user",
+      content: "What is in these?",
+      media: [
+        { type: "image", url: "[image: image/png, 208 bytes]" },
+        { type: "image", url: "[image: https://example.com/…]" },
+      ],
+    });
+    const raw = JSON.parse((await cli(["sessions", "show", "pics", "--json", "--include-media"])).stdout);
+    expect(raw[0].media).toEqual([
+      { type: "image", url: `data:image/png;base64,${PNG.toString("base64")}` },
+      { type: "image", url: "https://example.com/cat.png" },
+    ]);
+    expect(raw.slice(1)).toEqual(placeholders.slice(1));
   });
 
   it("refuses a file that is not an image, a missing file, and --image on other commands (exit 2, one line)", async () => {

@@ -27,6 +27,8 @@ async function serve(respond: FakeResponsesResponder) {
   return { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: KEY };
 }
 
+const SCHEMA = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
+
 const folder = (config: object) => {
   const dir = mkdtempSync(join(tmpdir(), "agentloop-"));
   writeFileSync(join(dir, "agentloop.json"), JSON.stringify(config));
@@ -74,6 +76,7 @@ describe("agentloop run --provider openai-responses", () => {
     expect(second?.body.input.slice(1)).toEqual([
       {
         type: "reasoning",
+        id: "rs_fake_0",
         summary: [{ type: "summary_text", text: "Use the calculator." }],
         encrypted_content: "enc_0",
       },
@@ -104,6 +107,7 @@ describe("agentloop run --provider openai-responses", () => {
     const input = server?.requests[2]?.body.input;
     expect(input[1]).toEqual({
       type: "reasoning",
+      id: "rs_fake_0",
       summary: [{ type: "summary_text", text: "Check the time." }],
       encrypted_content: "enc_0",
     });
@@ -146,6 +150,48 @@ describe("agentloop run --provider openai-responses", () => {
       "Model API stream ended before the response was complete (no response.completed event)",
     );
     expect(cut.stderr.trimEnd().split("\n")).toHaveLength(1);
+  });
+
+  it("with --output-schema: a refusal is model_error (exit 5), one stderr line, nothing on stdout", async () => {
+    const env = await serve([{ refusal: "I'm sorry, I can't help with that." }]);
+    const cwd = folder({ provider: "openai-responses" });
+    writeFileSync(join(cwd, "answer.json"), JSON.stringify(SCHEMA));
+    const run = await runCli(["run", "--output-schema", "answer.json", "hi"], { env, cwd });
+    expect(run).toMatchObject({
+      code: 5,
+      stdout: "",
+      stderr:
+        "agentloop: model_error: The model refused to give an answer for the output schema: I'm sorry, I can't help with that.\n",
+    });
+    expect(server?.requests).toHaveLength(1);
+  });
+
+  it("with --output-schema: an answer cut off at max_output_tokens is asked again, saying so", async () => {
+    const env = await serve([{ text: '{"answer": "4', end: "incomplete" }, { text: '{"answer": "42"}' }]);
+    const cwd = folder({ provider: "openai-responses" });
+    writeFileSync(join(cwd, "answer.json"), JSON.stringify(SCHEMA));
+    const run = await runCli(["run", "--output-schema", "answer.json", "hi"], { env, cwd });
+    expect(run).toMatchObject({ code: 0, stdout: '{"answer":"42"}\n', stderr: "" });
+    expect(server?.requests[1]?.body.input.at(-1).content).toMatch(
+      /^Your final answer was cut off at the output token limit before it was complete/,
+    );
+  });
+
+  it("without a schema: an answer cut off at max_output_tokens is printed, with a warning on stderr", async () => {
+    const env = await serve(() => ({ text: "The first primes are 2, 3", end: "incomplete" }));
+    const run = await runCli(["run", "--provider", "openai-responses", "primes?"], { env });
+    expect(run).toMatchObject({
+      code: 0,
+      stdout: "The first primes are 2, 3\n",
+      stderr:
+        "agentloop: warning: the answer was cut off at the model's output token limit (finish reason max_output_tokens): it is incomplete; raise the model's output limit or ask for a shorter answer\n",
+    });
+    const json = await runCli(["run", "--provider", "openai-responses", "--json", "primes?"], { env });
+    expect(JSON.parse(json.stdout.trim().split("\n").at(-1) ?? "")).toMatchObject({
+      type: "turn_complete",
+      stopReason: "final_answer",
+      incomplete: "length",
+    });
   });
 
   it('refuses "azure" with the Responses provider, saying what to do (exit 2)', async () => {

@@ -74,10 +74,10 @@ describe("chat completions with images", () => {
 });
 
 describe("an agent with an output schema, served", () => {
-  it("answers with the JSON once, streaming or not", async () => {
-    const answer = '{ "city": "Paris", "celsius": 21 }';
+  it("answers with the validated JSON once, streaming or not", async () => {
+    const answer = '{"city":"Paris","celsius":21}'; // the model's `{ "city": "Paris", ... }`, as result.text
     const agent = new Agent({
-      model: scriptedModel(() => ({ text: answer })),
+      model: scriptedModel(() => ({ text: '{ "city": "Paris", "celsius": 21 }' })),
       outputSchema: z.object({ city: z.string(), celsius: z.number() }),
     });
     const { client } = await listen({ agents: { weather: agent } });

@@ -344,6 +344,9 @@ describe("agentloop serve: /v1/responses end to end", () => {
       const messages = upstream.requests[2]?.body.messages.map((m: { role: string }) => m.role);
       expect(messages).toEqual(["user", "assistant", "tool", "assistant", "user"]);
       expect(serve.stderr()).toMatch(/POST \/v1\/responses 200 \d+ms final_answer/);
+      expect(serve.stderr()).toMatch(
+        /^agentloop: serving gpt-4o-mini on http:\/\/127\.0\.0\.1:\d+ \(OpenAI-compatible: \/v1\/chat\/completions, \/v1\/responses\)$/m,
+      );
     } finally {
       await upstream.close();
     }

@@ -1,6 +1,10 @@
 import { createHash } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { createServer } from "node:net";
 import { describe, expect, it } from "vitest";
 import { Agent } from "../src/index.js";
+import { openAIChatModel } from "../src/models/openai-chat.js";
+import { openAIResponsesModel } from "../src/models/openai-responses.js";
 import { type AgentServer, createApp } from "../src/server/index.js";
 import { scriptedModel } from "../src/testing/index.js";
 
@@ -204,6 +208,53 @@ describe("server: headers, keys and secrets", () => {
     for (const text of [leak502, leakStream, hook500, hookStream, lines.join("\n")]) {
       expect(text).not.toContain(upstreamKey);
       expect(text).not.toContain(localKey);
+    }
+  });
+
+  it("never tells a remote client where the upstream model API is: a refused connection is logged, not sent", async () => {
+    // A port nothing listens on (taken, then closed), behind both real OpenAI adapters.
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const upstream = `http://127.0.0.1:${port}/v1`;
+    const options = { model: "gpt-4o-mini", baseURL: upstream, apiKey: "sk-up-1234", maxRetries: 0 };
+    const lines: string[] = [];
+    const server = createApp({
+      agents: {
+        chat: new Agent({ model: openAIChatModel(options) }),
+        responses: new Agent({ model: openAIResponsesModel(options) }),
+      },
+      log: (line) => lines.push(line),
+    });
+    const post = (path: string, body: object) =>
+      request(server, path, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const bodies: string[] = [];
+    for (const stream of [false, true]) {
+      bodies.push(
+        await (await post("/v1/chat/completions", { model: "chat", ...user("hi"), stream })).text(),
+      );
+      bodies.push(await (await post("/v1/responses", { model: "responses", input: "hi", stream })).text());
+    }
+    const said =
+      "The agent's model API could not be reached (connection error); the server's log has the details.";
+    for (const body of bodies) {
+      expect(body).toContain(said);
+      expect(body).not.toContain(String(port));
+    }
+    // The operator's log line keeps what the client was not told.
+    expect(lines).toHaveLength(4);
+    for (const line of lines) {
+      expect(line).toMatch(
+        / model_error \(Nothing is listening at http:\/\/127\.0\.0\.1:\d+\/v1 \(connection refused\)/,
+      );
+      expect(line).toContain(upstream);
     }
   });
 

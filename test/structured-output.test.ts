@@ -6,7 +6,13 @@ import { z } from "zod";
 import { Agent, type AgentEvent, AgentloopError, defineTool } from "../src/index.js";
 import { anthropicModel } from "../src/models/anthropic.js";
 import { openAIChatModel } from "../src/models/openai-chat.js";
-import { scriptedModel, startFakeAnthropicServer, startFakeOpenAIServer } from "../src/testing/index.js";
+import { openAIResponsesModel } from "../src/models/openai-responses.js";
+import {
+  scriptedModel,
+  startFakeAnthropicServer,
+  startFakeOpenAIServer,
+  startFakeResponsesServer,
+} from "../src/testing/index.js";
 import { fakeServerPerTest } from "./support/model-harness.js";
 import { peerEntries, peerResponse } from "./support/peer-recordings.js";
 
@@ -22,6 +28,7 @@ const lookup = defineTool({
 
 const serveOpenAI = fakeServerPerTest(startFakeOpenAIServer);
 const serveAnthropic = fakeServerPerTest(startFakeAnthropicServer);
+const serveResponses = fakeServerPerTest(startFakeResponsesServer);
 
 describe("outputSchema", () => {
   it("gives the validated, typed object as result.output after tool calls, and its JSON as text", async () => {
@@ -107,23 +114,106 @@ describe("outputSchema", () => {
     });
   });
 
-  it("does not ask again after a refusal: final_answer with no output", async () => {
-    const refuse = scriptedModel([]);
-    const model = {
-      ...refuse,
-      async *stream() {
-        const message = {
-          content: "",
-          refusal: "I can't help with that.",
-          toolCalls: [],
-          finishReason: "stop",
-        };
-        yield { type: "done" as const, message: { ...message, usage: { inputTokens: 1, outputTokens: 1 } } };
-      },
-    };
-    const result = await new Agent({ model, outputSchema: Weather }).run("?");
-    expect(result).toMatchObject({ stopReason: "final_answer", iterations: 1, output: undefined });
-    expect(result.refusal).toBe("I can't help with that.");
+  it("ends a refusal with model_error (code refusal) and no output, without asking again", async () => {
+    // The Responses API's refusal part, through the real adapter.
+    const server = await serveResponses([{ refusal: "I'm sorry,\nI can't help with that." }]);
+    const model = openAIResponsesModel({ model: "gpt-4o-mini", baseURL: server.url, apiKey: "sk-test-1234" });
+    const run = new Agent({ model, outputSchema: Weather }).stream("?");
+    const events: AgentEvent[] = [];
+    for await (const event of run) events.push(event);
+    const result = await run.result;
+    expect(result).toMatchObject({ stopReason: "model_error", iterations: 1, output: undefined, text: "" });
+    expect(result.refusal).toBe("I'm sorry,\nI can't help with that.");
+    const message =
+      "The model refused to give an answer for the output schema: I'm sorry, I can't help with that.";
+    expect(result.error).toEqual({ code: "refusal", message });
+    expect(events.slice(-2)).toMatchObject([
+      { type: "error", code: "refusal", message },
+      { type: "turn_complete", stopReason: "model_error", output: "" },
+    ]);
+    expect(server.requests).toHaveLength(1);
+    // Without a schema a refusal is the answer, as before.
+    const plain = await serveResponses([{ refusal: "No." }]);
+    const free = openAIResponsesModel({ model: "gpt-4o-mini", baseURL: plain.url, apiKey: "sk-test-1234" });
+    expect(await new Agent({ model: free }).run("?")).toMatchObject({
+      stopReason: "final_answer",
+      output: "No.",
+      refusal: "No.",
+    });
+  });
+
+  it("tells the model its answer was cut off at the output token limit (Chat and Responses), not that it is not JSON", async () => {
+    const cut = '{"city": "Par';
+    const chat = await serveOpenAI([{ text: cut, finishReason: "length" }, { text: PARIS }]);
+    const responses = await serveResponses([{ text: cut, end: "incomplete" }, { text: PARIS }]);
+    const options = { model: "gpt-4o-mini", apiKey: "sk-test-1234" };
+    for (const model of [
+      openAIChatModel({ ...options, baseURL: chat.url }),
+      openAIResponsesModel({ ...options, baseURL: responses.url }),
+    ]) {
+      const result = await new Agent({ model, outputSchema: Weather }).run("Weather?");
+      expect(result).toMatchObject({ stopReason: "final_answer", iterations: 2, output: { celsius: 21 } });
+      expect(result.steps[0]?.incomplete).toBe("length");
+      expect(result.incomplete).toBeUndefined(); // the answer taken was complete
+      expect(result.messages.at(-2)?.content).toBe(
+        "Your final answer was cut off at the output token limit before it was complete, so it is not a valid JSON object. Reply with only a shorter JSON object valid against the required output schema.",
+      );
+    }
+    const always = await serveOpenAI(() => ({ text: cut, finishReason: "length" }));
+    const model = openAIChatModel({ ...options, baseURL: always.url });
+    const result = await new Agent({ model, outputSchema: Weather }).run("Weather?");
+    expect(result).toMatchObject({ stopReason: "circuit_breaker", output: undefined, incomplete: "length" });
+    expect(result.error?.message).toBe(
+      "The same error repeated 3 times in a row: the final answer was cut off at the output token limit (finish reason length), so it is not complete JSON",
+    );
+  });
+
+  it("marks a truncated answer without a schema: result.incomplete, the step and turn_complete", async () => {
+    const chat = await serveOpenAI([{ text: "The first three primes are 2, 3", finishReason: "length" }]);
+    const responses = await serveResponses([
+      { text: "The first three primes are 2, 3", end: "incomplete", incompleteReason: "content_filter" },
+    ]);
+    const options = { model: "gpt-4o-mini", apiKey: "sk-test-1234" };
+    for (const [model, reason] of [
+      [openAIChatModel({ ...options, baseURL: chat.url }), "length"],
+      [openAIResponsesModel({ ...options, baseURL: responses.url }), "content_filter"],
+    ] as const) {
+      const run = new Agent({ model }).stream("Primes?");
+      const events: AgentEvent[] = [];
+      for await (const event of run) events.push(event);
+      const result = await run.result;
+      expect(result).toMatchObject({
+        stopReason: "final_answer",
+        output: "The first three primes are 2, 3",
+        incomplete: reason,
+      });
+      expect(result.steps[0]).toMatchObject({ incomplete: reason });
+      expect(events.at(-1)).toMatchObject({ type: "turn_complete", incomplete: reason });
+    }
+    const whole = await serveOpenAI([{ text: "2, 3, 5." }]);
+    const result = await new Agent({ model: openAIChatModel({ ...options, baseURL: whole.url }) }).run("?");
+    expect(result).not.toHaveProperty("incomplete");
+    expect(result.steps[0]).not.toHaveProperty("incomplete");
+  });
+
+  it("takes an outputSchema for one run of an agent without one, typed and kept by the run's state", async () => {
+    const model = scriptedModel([{ text: '{"city":"Paris"}' }, { text: PARIS }, { text: "Plain text." }]);
+    const agent = new Agent({ model });
+    const result = await agent.run("Weather?", { outputSchema: Weather });
+    expectTypeOf(result.output).toEqualTypeOf<{ city: string; celsius: number } | undefined>();
+    expect(result).toMatchObject({ stopReason: "final_answer", iterations: 2, output: { celsius: 21 } });
+    expect(result.state.outputSchema).toMatchObject({ required: ["city", "celsius"] });
+    expect(model.requests[0]?.system).toContain('"celsius":{"type":"number"}');
+    // The next run without one answers in text again.
+    expect((await agent.run("And?")).output).toBe("Plain text.");
+    expect(() => agent.run("?", { outputSchema: { type: "array" } })).toThrow(
+      /^outputSchema must describe a JSON object/,
+    );
+    const typed = new Agent({ model, outputSchema: Weather });
+    // @ts-expect-error an agent's own schema cannot be replaced by a run's
+    expect(() => typed.run("?", { outputSchema: Weather })).toThrow(
+      "outputSchema: this agent has its own outputSchema, which a run cannot replace: create an Agent without one, or with this schema.",
+    );
   });
 
   it("still validates the answer of a stored run resumed by an agent given no schema", async () => {
@@ -182,6 +272,40 @@ describe("outputSchema on the wire", () => {
     const loose = z.object({ city: z.string(), celsius: z.number().optional() });
     await new Agent({ model, outputSchema: loose }).run("Weather?");
     expect(server.requests[2]?.body.response_format.json_schema).toMatchObject({
+      strict: false,
+      schema: { required: ["city"] },
+    });
+  });
+
+  it("Responses: text.format json_schema with the tools, strict when the schema allows, as for Chat", async () => {
+    const server = await serveResponses([
+      { toolCalls: [{ name: "lookup", arguments: { city: "Paris" } }] },
+      { text: PARIS },
+      { text: PARIS },
+    ]);
+    const model = openAIResponsesModel({ model: "gpt-4o-mini", baseURL: server.url, apiKey: "sk-test-1234" });
+    const result = await new Agent({ model, tools: [lookup], outputSchema: Weather }).run("Weather?");
+    expect(result.output).toEqual({ city: "Paris", celsius: 21 });
+    const body = server.requests[0]?.body;
+    expect(body.tools).toHaveLength(1);
+    // The same name, schema and strictness as Chat Completions' response_format.json_schema above.
+    expect(body.text).toEqual({
+      format: {
+        type: "json_schema",
+        name: "final_output",
+        strict: true,
+        schema: {
+          type: "object",
+          properties: { city: { type: "string" }, celsius: { type: "number" } },
+          required: ["city", "celsius"],
+          additionalProperties: false,
+        },
+      },
+    });
+
+    const loose = z.object({ city: z.string(), celsius: z.number().optional() });
+    await new Agent({ model, outputSchema: loose }).run("Weather?");
+    expect(server.requests[2]?.body.text.format).toMatchObject({
       strict: false,
       schema: { required: ["city"] },
     });

@@ -1,7 +1,7 @@
 import { AgentloopError } from "../core/errors.js";
 import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
 import { DEFAULT_MAX_MEDIA_BYTES, userMessage } from "../core/media.js";
-import type { Message, UserInput } from "../core/messages.js";
+import type { UserInput } from "../core/messages.js";
 import { environmentSecrets, secretRedactor } from "../core/redact.js";
 import { type LoopContext, loopContext } from "../memory/prune.js";
 import type { Model } from "../models/adapter.js";
@@ -10,6 +10,10 @@ import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
 import { RunHandle } from "./handle.js";
+import type { OptionsOf, ResumeOptions, RunOptions } from "./run-options.js";
+
+export type { ResumeOptions, RunOptions } from "./run-options.js";
+
 import {
   type OutputOf,
   type OutputSchema,
@@ -116,38 +120,6 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
   onApproval?: (call: PendingApproval) => ApprovalDecision | Promise<ApprovalDecision>;
 }
 
-export interface RunOptions {
-  /** Aborting ends the run with `aborted`, cancelling the model call and running tools. */
-  signal?: AbortSignal;
-  /** This run's limits, over the agent's `budget`. The time limit stops the run with `aborted`. */
-  budget?: Budget;
-  /** More instructions for this run, appended after the agent's own (e.g. a chat client's system message). */
-  instructions?: string;
-  /**
-   * A previous run's `messages`, to continue that conversation. Not modified. When it ends with
-   * an unanswered `ask_question`, the input is the answer: it becomes that call's result.
-   */
-  history?: readonly Message[];
-  /** The run's id, carried by every event. Default: a new `run_<uuid>`. */
-  runId?: string;
-  /** The session the run belongs to; `turn_complete` and the result carry it. */
-  sessionId?: string;
-  /** Awaited at every checkpoint (SPEC section 9) with the live state: where a store saves it. */
-  checkpoint?: (state: RunState) => Promise<void>;
-  /** Tools whose calls need no approval in this run (a person's earlier "always", kept by a session). */
-  allowedTools?: readonly string[];
-}
-
-/** How `agent.resume()` continues a run. */
-export interface ResumeOptions extends Omit<RunOptions, "history" | "runId" | "sessionId" | "allowedTools"> {
-  /** Calls waiting for approval to run: their ids, or "all". */
-  approve?: readonly string[] | "all";
-  /** Calls waiting for approval to decline (the model reads that the user declined): ids, or "all". */
-  deny?: readonly string[] | "all";
-  /** The answer to the `ask_question` the run waits on. */
-  answer?: string;
-}
-
 export const DEFAULTS = {
   maxIterations: 10,
   toolTimeoutMs: 60_000,
@@ -252,6 +224,12 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
    * Runs to a stop and returns the result. Never rejects for model or tool failures.
    * @throws AgentloopError, synchronously, as `stream()` does.
    */
+  run<T extends OutputSchema>(
+    this: Agent<undefined>,
+    input: UserInput,
+    options: RunOptions & { outputSchema: T },
+  ): Promise<RunResult<OutputOf<T>>>;
+  run(input: UserInput, options?: OptionsOf<S>): Promise<RunResult<OutputOf<S>>>;
   run(input: UserInput, options: RunOptions = {}): Promise<RunResult<OutputOf<S>>> {
     return this.stream(input, options).result;
   }
@@ -259,10 +237,17 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   /**
    * Starts one run: iterate the handle for its events, await `handle.result` for its end. `input`
    * is text, or text and image parts (`[{ type: "text", text }, { type: "image", image }]`).
-   * @throws AgentloopError for bad options (a budget that is not positive, ...) or an image that
-   * cannot be sent (`invalid_image`, `image_too_large`).
+   * @throws AgentloopError for bad options (a budget that is not positive, an `outputSchema` that
+   * is not an object schema or given to an agent that has its own, ...) or an image that cannot be
+   * sent (`invalid_image`, `image_too_large`).
    */
-  stream(input: UserInput, options: RunOptions = {}): RunHandle<OutputOf<S>> {
+  stream<T extends OutputSchema>(
+    this: Agent<undefined>,
+    input: UserInput,
+    options: RunOptions & { outputSchema: T },
+  ): RunHandle<OutputOf<T>>;
+  stream(input: UserInput, options?: OptionsOf<S>): RunHandle<OutputOf<S>>;
+  stream<Output>(input: UserInput, options: RunOptions = {}): RunHandle<Output> {
     const message = userMessage(input, this.options.maxImageBytes ?? DEFAULT_MAX_MEDIA_BYTES);
     const state = newRunState(options.runId ?? newRunId(), options.history ?? [], options.sessionId);
     if (options.allowedTools) state.allowedTools.push(...options.allowedTools);
@@ -286,12 +271,12 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
           isError: !question,
         });
       }
-      if (question) return this.start(state, options);
+      if (question) return this.start<Output>(state, options);
       sortResults(state);
       state.pending = undefined; // not `delete`: the state keeps one shape (V8 slows objects that lose properties)
     }
     state.messages.push(message);
-    return this.start(state, options);
+    return this.start<Output>(state, options);
   }
 
   /**
@@ -329,13 +314,24 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     s.status = "running";
     s.stopReason = undefined;
     s.error = undefined;
-    return this.start(s, options);
+    return this.start<OutputOf<S>>(s, options);
   }
 
-  private start(state: RunState, options: RunOptions | ResumeOptions): RunHandle<OutputOf<S>> {
+  /** Starts the loop on `state`; `Output` is what the caller's signature promises `result.output` is. */
+  private start<Output>(state: RunState, options: RunOptions | ResumeOptions): RunHandle<Output> {
     const o = this.options;
-    // The agent's schema, else the one the run was started with (a stored run resumed by an agent without one).
+    // The agent's schema, or the run's own, else the one the run was started with (a stored run
+    // resumed by an agent without one).
     let output = this.output;
+    if ("outputSchema" in options && options.outputSchema !== undefined) {
+      if (output) {
+        throw new AgentloopError(
+          "invalid_option",
+          "outputSchema: this agent has its own outputSchema, which a run cannot replace: create an Agent without one, or with this schema.",
+        );
+      }
+      output = outputSpec(options.outputSchema);
+    }
     if (output) state.outputSchema = output.jsonSchema;
     else if (state.outputSchema) output = outputSpec(state.outputSchema, "The run state's outputSchema");
     const budget = options.budget ? { ...o.budget, ...options.budget } : (o.budget ?? NO_BUDGET);
@@ -375,7 +371,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
             ? AbortSignal.any([own.signal, (signal ?? timer) as AbortSignal])
             : own.signal,
     };
-    return new RunHandle<OutputOf<S>>(state, startRun(loop, state), own, o.onEvent);
+    return new RunHandle<Output>(state, startRun(loop, state), own, o.onEvent);
   }
 }
 

@@ -141,6 +141,7 @@ export class RunHandle<Output = string> implements AsyncIterableIterator<AgentEv
       s.status === "awaiting_approval"
         ? waitingApprovals(s, (call) => call.name !== "ask_question")
         : undefined;
+    const incomplete = s.steps.at(-1)?.incomplete;
     const complete: AgentEventBody = {
       type: "turn_complete",
       stopReason: s.stopReason,
@@ -149,6 +150,7 @@ export class RunHandle<Output = string> implements AsyncIterableIterator<AgentEv
       usage: { ...s.usage },
       ...(approvals && { pendingApprovals: approvals }),
       ...(s.sessionId !== undefined && { sessionId: s.sessionId }),
+      ...(incomplete && { incomplete }),
     };
     if (s.error) this.queue.push({ type: "error", ...s.error, runId });
     this.queue.push({ ...complete, runId } as AgentEvent);
@@ -168,6 +170,7 @@ export class RunHandle<Output = string> implements AsyncIterableIterator<AgentEv
     if (s.sessionId !== undefined) result.sessionId = s.sessionId;
     if (approvals) result.pendingApprovals = approvals;
     if (s.refusal !== undefined) result.refusal = s.refusal;
+    if (incomplete) result.incomplete = incomplete;
     if (s.error) result.error = s.error;
     this.final = result;
   }

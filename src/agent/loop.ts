@@ -1,12 +1,12 @@
-import type { AgentEvent } from "../core/events.js";
+import type { AgentEvent, IterationRecord } from "../core/events.js";
 import type { AssistantMessage, Message, ToolCall } from "../core/messages.js";
 import { addUsage } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
-import type { ModelError, ModelReply, ModelRequest } from "../models/adapter.js";
+import { incompleteReason, type ModelError, type ModelReply, type ModelRequest } from "../models/adapter.js";
 import { costOf } from "../models/pricing.js";
 import { executeCalls } from "../tools/execute.js";
 import { decide, finishIteration, mayAskPerson, openCalls, progressEvent, record, waitFor } from "./calls.js";
-import { answerCorrection, readAnswer } from "./output.js";
+import { answerCorrection, CUT_OFF, cutOffCorrection, readAnswer, refusalMessage } from "./output.js";
 import {
   type Budget,
   budgetWarning,
@@ -106,7 +106,7 @@ export async function* advance(
     state.messages.push(assistant);
     state.refusal = refusal;
     state.output = content || (refusal ?? "");
-    state.steps.push({
+    const step: IterationRecord = {
       iteration,
       durationMs: modelMs,
       modelMs,
@@ -114,7 +114,10 @@ export async function* advance(
       usage: reply.usage,
       toolCalls: toolCalls.length,
       toolErrors: 0,
-    });
+    };
+    const incomplete = incompleteReason(reply.finishReason);
+    if (incomplete) step.incomplete = incomplete;
+    state.steps.push(step);
     if (toolCalls.length > 0) {
       // The reply is stored before any of its calls starts (and before its event), so a crash
       // never asks the model again for it.
@@ -127,7 +130,7 @@ export async function* advance(
         : { type: "message", content, refusal, runId };
     if (emit) emit(said);
     else yield said;
-    if (toolCalls.length === 0) return answered(state, run, content, refusal !== undefined);
+    if (toolCalls.length === 0) return answered(state, run, reply);
   }
 
   // The pending reply's calls: those without a result run (after approval where needed), each
@@ -168,20 +171,36 @@ export async function* advance(
   return next;
 }
 
-/** A reply without tool calls: the answer (checked against the output schema), or in explicit mode a correction. */
-async function answered(state: RunState, run: Run, content: string, refused: boolean): Promise<Next> {
+/**
+ * A reply without tool calls: the answer (checked against the output schema), or in explicit mode
+ * a correction. With a schema, a refusal ends the run (`model_error`, code "refusal": there is no
+ * answer to give), and an answer cut short (the output token limit, a content filter) goes back
+ * to the model saying so.
+ */
+async function answered(state: RunState, run: Run, reply: ModelReply): Promise<Next> {
   const { checkpoint, output } = run.options;
   if (run.options.mode === "natural") {
-    // A refusal is final: asking again for the schema would not change the model's mind.
-    if (!output || refused) return { type: "stop", stopReason: "final_answer" };
-    const answer = readAnswer(output, content);
+    if (!output) return { type: "stop", stopReason: "final_answer" };
+    if (reply.refusal !== undefined) {
+      // Final: asking again for the schema would not change the model's mind.
+      state.output = reply.content;
+      const error = { message: refusalMessage(reply.refusal), code: "refusal" };
+      return { type: "stop", stopReason: "model_error", error };
+    }
+    const answer = readAnswer(output, reply.content);
     if (answer.ok) {
       state.output = answer.json;
       return { type: "stop", stopReason: "final_answer" };
     }
-    state.messages.push({ role: "user", content: answerCorrection(answer.message) });
+    const cut = incompleteReason(reply.finishReason);
+    state.messages.push({
+      role: "user",
+      content: cut ? cutOffCorrection(cut) : answerCorrection(answer.message),
+    });
     // Any invalid answer counts as the same error: a model that ignores the schema trips the breaker.
-    const description = `the final answer does not match the output schema (${answer.message})`;
+    const description = cut
+      ? `the final answer ${CUT_OFF[cut]} (finish reason ${reply.finishReason}), so it is not complete JSON`
+      : `the final answer does not match the output schema (${answer.message})`;
     if (run.breaker.fail("\u0000output_schema", description)) return circuitBreaker(run);
     if (checkpoint) await checkpoint(state);
     return CONTINUE;

@@ -96,6 +96,25 @@ export function answerCorrection(message: string): string {
   return `Your final answer does not match the required output schema: ${message}. Reply with only a JSON object valid against the schema.`;
 }
 
+/** How a cut-off reply ended, in words: "was cut off at the output token limit", ... */
+export const CUT_OFF = {
+  length: "was cut off at the output token limit",
+  content_filter: "was stopped by the provider's content filter",
+} as const;
+
+/** The correction the model reads after an answer that was cut short before it was complete JSON. */
+export function cutOffCorrection(reason: keyof typeof CUT_OFF): string {
+  const shorter = reason === "length" ? " shorter" : "";
+  return `Your final answer ${CUT_OFF[reason]} before it was complete, so it is not a valid JSON object. Reply with only a${shorter} JSON object valid against the required output schema.`;
+}
+
+/** The stop message of a run whose model refused to give the structured answer: one line, quoting the refusal. */
+export function refusalMessage(refusal: string): string {
+  const flat = refusal.replace(/\s+/g, " ").trim() || "(no reason given)";
+  const quoted = flat.length > 300 ? `${flat.slice(0, 299)}…` : flat;
+  return `The model refused to give an answer for the output schema: ${quoted}`;
+}
+
 /** The system prompt's part for a model whose provider cannot enforce the schema itself. */
 export function outputInstructions(spec: OutputSpec): string {
   return (

@@ -15,7 +15,7 @@ import {
 } from "./chat-prompts.js";
 import type { CliFlags } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
-import { EXIT_CODES, progressRenderer, stopLine } from "./render.js";
+import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
 import { type LoadedTools, STOP_SIGNALS, settingsFrom, setupAgent } from "./run.js";
 import {
   checkSessionId,
@@ -318,6 +318,8 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
               : stopLine(result.stopReason, result.iterations, result.error);
           if (reason && result.stopReason !== "ask_question")
             write(`${dim(`${reason.replace(/^agentloop: /, "(")})`)}\n`);
+          const incomplete = incompleteLine(result);
+          if (incomplete) write(`${dim(`${incomplete.replace(/^agentloop: /, "(")})`)}\n`);
           history = result.messages;
           last = result.state;
           return result;

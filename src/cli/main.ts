@@ -248,6 +248,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   );
   sessionsCommand("show", "print a session's transcript (--json: its messages)")
     .argument("<id>", "the session")
+    .option("--include-media", "with --json: each image's data as stored (a data: URL), not a placeholder")
     .action(async (id: string, flags: SessionsFlags) => {
       const { showSession } = await import("./sessions.js");
       exitCode = await showSession(id, flags);

@@ -1,4 +1,4 @@
-import type { AgentEvent, StopReason } from "../core/events.js";
+import type { AgentEvent, RunResult, StopReason } from "../core/events.js";
 
 /** CLI exit codes per stop reason (SPEC section 2). */
 export const EXIT_CODES: Record<StopReason, number> = {
@@ -78,4 +78,19 @@ export function stopLine(
     default:
       return `agentloop: ${stopReason}: ${error?.message ?? "the run stopped"}`;
   }
+}
+
+/**
+ * The stderr warning of an answer the model did not finish (its last reply was cut short: the
+ * output token limit, a content filter), or undefined. Only for `final_answer`: other stops say
+ * what happened in their own line.
+ */
+export function incompleteLine(
+  result: Pick<RunResult<unknown>, "stopReason" | "incomplete" | "steps">,
+): string | undefined {
+  if (!result.incomplete || result.stopReason !== "final_answer") return undefined;
+  const finish = result.steps.at(-1)?.finishReason ?? result.incomplete;
+  return result.incomplete === "length"
+    ? `agentloop: warning: the answer was cut off at the model's output token limit (finish reason ${finish}): it is incomplete; raise the model's output limit or ask for a shorter answer`
+    : `agentloop: warning: the answer was stopped by the provider's content filter (finish reason ${finish}): it is incomplete`;
 }

@@ -14,7 +14,7 @@ import { approvalLine, approvalRules, askOnStderr, terminalApprover } from "./ap
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
 import { readImages, readOutputSchema } from "./inputs.js";
-import { EXIT_CODES, progressRenderer, stopLine } from "./render.js";
+import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
 import {
   checkSessionId,
   type HeldSession,
@@ -322,15 +322,23 @@ async function runTurn(run: RunHandle, flags: CliFlags): Promise<RunResult> {
     progress?.(event);
   }
   const result = await run.result;
+  // With an output schema stdout carries the answer's JSON or nothing: no question, narration,
+  // invalid answer or refusal (the stop line on stderr says what happened).
+  const typed = result.state.outputSchema !== undefined;
+  const toStdout = !typed || result.output !== undefined;
   // How to continue a run that waits for approvals goes to stderr even with --json.
   if (result.stopReason === "approval_required") {
-    if (!flags.json && result.text !== "") await writeOut(`${result.text}\n`);
+    if (!flags.json && result.text !== "" && toStdout) await writeOut(`${result.text}\n`);
     process.stderr.write(`${approvalLine(result.pendingApprovals ?? [], result.sessionId)}\n`);
   } else if (!flags.json) {
-    if (result.text !== "" || result.stopReason === "final_answer") await writeOut(`${result.text}\n`);
+    if (!toStdout) {
+      if (result.stopReason === "ask_question") process.stderr.write(`${result.text}\n`);
+    } else if (result.text !== "" || result.stopReason === "final_answer") await writeOut(`${result.text}\n`);
     const line = stopLine(result.stopReason, result.iterations, result.error, result.sessionId);
     if (line) process.stderr.write(`${line}\n`);
   }
+  const incomplete = incompleteLine(result);
+  if (incomplete && !flags.json) process.stderr.write(`${incomplete}\n`);
   return result;
 }
 

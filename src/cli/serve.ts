@@ -138,7 +138,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   const port = typeof address === "object" && address ? address.port : flags.port;
   const origin = `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${port}`;
   process.stderr.write(
-    `agentloop: serving ${settings.model} on ${origin} (OpenAI-compatible: /v1/chat/completions)\n`,
+    `agentloop: serving ${settings.model} on ${origin} (OpenAI-compatible: /v1/chat/completions, /v1/responses)\n`,
   );
   if (store) {
     process.stderr.write(

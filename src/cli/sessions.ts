@@ -13,6 +13,8 @@ import { isPostgresUrl, openStore } from "./store.js";
 export interface SessionsFlags {
   config?: string;
   json?: boolean;
+  /** `show --json`: images as stored, not placeholders. */
+  includeMedia?: boolean;
 }
 
 /** The store the settings name, or undefined when its file does not exist yet. */
@@ -90,13 +92,18 @@ export async function listSessions(flags: SessionsFlags): Promise<number> {
   return 0;
 }
 
-/** `agentloop sessions show <id>`: the transcript, each reply's tool results in call order. */
+/**
+ * `agentloop sessions show <id>`: the transcript, each reply's tool results in call order. With
+ * `--json` the messages, each image's `url` its placeholder (`[image: image/png, 2.1 KB]`) unless
+ * `--include-media` asks for the data.
+ */
 export async function showSession(id: string, flags: SessionsFlags): Promise<number> {
   const stored = await withStore(flags, id, async (store) => store?.read(id));
   if (!stored) throw noSession(id);
   const messages = inCallOrder(stored.messages);
   if (flags.json) {
-    process.stdout.write(`${JSON.stringify(messages, null, 2)}\n`);
+    const shown = flags.includeMedia ? messages : messages.map(withPlaceholders);
+    process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
     return 0;
   }
   const { summary } = stored;
@@ -105,6 +112,12 @@ export async function showSession(id: string, flags: SessionsFlags): Promise<num
   );
   for (const message of messages) process.stdout.write(`${transcriptLines(message)}\n`);
   return 0;
+}
+
+/** The message with each image's `url` replaced by its placeholder; the same shape otherwise. */
+function withPlaceholders(message: Message): Message {
+  if (message.role === "assistant" || !message.media?.length) return message;
+  return { ...message, media: message.media.map((part) => ({ type: part.type, url: describeMedia(part) })) };
 }
 
 const indent = (text: string, by: string) => text.replace(/\n/g, `\n${by}`);

@@ -41,6 +41,8 @@ export type AgentEventBody =
       /** The calls waiting for a decision, when `stopReason` is `approval_required`. */
       pendingApprovals?: PendingApproval[];
       sessionId?: string;
+      /** Set when the last reply was cut short (see `RunResult.incomplete`). */
+      incomplete?: "length" | "content_filter";
     }
   | { type: "error"; message: string; code: string };
 
@@ -87,9 +89,17 @@ export interface RunResult<Output = string> {
    * Set when the model declined to answer (OpenAI `refusal`, Anthropic `stop_reason: "refusal"`):
    * the refusal text, which is then also the `output` when the reply had no other text. The stop
    * reason stays what the loop saw (usually `final_answer`); this field is how a caller tells a
-   * refusal from an answer. Only the last reply's refusal counts.
+   * refusal from an answer. With an `outputSchema` there is no answer to give: the run ends
+   * `model_error` (error code "refusal", its message quoting the refusal) and `output` is
+   * undefined. Only the last reply's refusal counts.
    */
   refusal?: string;
+  /**
+   * Set when the last reply was cut short (see `IterationRecord.incomplete`): an answer that ends
+   * `final_answer` with it is truncated. With an `outputSchema` a cut-off answer is not taken: the
+   * model is asked again, told it was cut off.
+   */
+  incomplete?: "length" | "content_filter";
   /** Set when the run ended on an error (model_error, circuit_breaker, ...). */
   error?: { message: string; code: string };
 }
@@ -103,6 +113,11 @@ export interface IterationRecord {
   modelMs: number;
   /** The provider's finish reason ("stop", "tool_calls", "length", ...). */
   finishReason: string;
+  /**
+   * Set when the reply was cut short: "length" (the model's output token limit) or
+   * "content_filter" (the provider's filter), whatever the provider calls it.
+   */
+  incomplete?: "length" | "content_filter";
   usage: Usage;
   toolCalls: number;
   toolErrors: number;

@@ -52,6 +52,26 @@ export interface ModelReply {
   usage: Usage;
 }
 
+/**
+ * Why a reply was cut short, read from its finish reason: "length" for the output token limit
+ * (Chat Completions `length`, Responses `max_output_tokens`, Anthropic `max_tokens` or
+ * `model_context_window_exceeded`), "content_filter" for the provider's filter; undefined for a
+ * complete reply.
+ */
+export function incompleteReason(finishReason: string): "length" | "content_filter" | undefined {
+  switch (finishReason) {
+    case "length":
+    case "max_tokens":
+    case "max_output_tokens":
+    case "model_context_window_exceeded":
+      return "length";
+    case "content_filter":
+      return "content_filter";
+    default:
+      return undefined;
+  }
+}
+
 export interface ModelError {
   /** One line; never contains an API key or an Authorization header. */
   message: string;

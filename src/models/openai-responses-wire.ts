@@ -1,6 +1,7 @@
 import type OpenAI from "openai";
-import type { AssistantMessage, Message } from "../core/messages.js";
+import type { AssistantMessage, MediaPart, Message } from "../core/messages.js";
 import type { ModelRequest, ToolSpec } from "./adapter.js";
+import { jsonSchemaFormat } from "./strict-schema.js";
 
 /**
  * Request mapping of the OpenAI Responses adapter, pure (no I/O): runtime messages and tools → a
@@ -10,26 +11,20 @@ import type { ModelRequest, ToolSpec } from "./adapter.js";
  */
 
 type InputItem = OpenAI.Responses.ResponseInputItem;
+type ReasoningItem = OpenAI.Responses.ResponseReasoningItem;
 type ContentPart = OpenAI.Responses.ResponseInputText | OpenAI.Responses.ResponseInputImage;
 
-/**
- * Images beside a user message's or a tool result's text (`UserMessage.media`, `ToolMessage.media`
- * of the structured-output and images work), read structurally: `url` is http(s) or a `data:` URL.
- */
-interface Media {
-  type: string;
-  url: string;
-}
-const mediaOf = (m: Message): readonly Media[] => (m as { media?: readonly Media[] }).media ?? [];
+/** Images beside a user message's or a tool result's text. */
+const mediaOf = (m: Message): readonly MediaPart[] => (m.role === "assistant" ? [] : (m.media ?? []));
 
 /** An image as an `input_image` part; audio, which this adapter does not send, as a note naming it. */
-function mediaPart(part: Media): ContentPart {
+function mediaPart(part: MediaPart): ContentPart {
   if (part.type === "image") return { type: "input_image", image_url: part.url, detail: "auto" };
   return { type: "input_text", text: `[${part.type} not sent: the Responses adapter sends images only]` };
 }
 
 /** Text, then the media, as content parts. */
-function withMedia(text: string, media: readonly Media[]): ContentPart[] {
+function withMedia(text: string, media: readonly MediaPart[]): ContentPart[] {
   return [...(text ? [{ type: "input_text" as const, text }] : []), ...media.map(mediaPart)];
 }
 
@@ -74,8 +69,9 @@ function dataOf(m: AssistantMessage): OutputRef[] | undefined {
 
 /**
  * The assistant message as input items, in the order the model produced them when the adapter
- * kept it (reasoning, text, calls), else text then calls. Reasoning goes back without its item id
- * (nothing is stored at the provider) and only with its encrypted content.
+ * kept it (reasoning, text, calls), else text then calls. Reasoning goes back as the official SDKs
+ * send it with `store: false`: its item id, summary and encrypted content (without an id only when
+ * the provider gave none, which the API accepts with the encrypted content).
  */
 function assistantItems(m: AssistantMessage, out: InputItem[]): void {
   const calls = m.toolCalls ?? [];
@@ -95,7 +91,13 @@ function assistantItems(m: AssistantMessage, out: InputItem[]): void {
   for (const ref of dataOf(m) ?? []) {
     if (ref.type === "reasoning" && typeof ref.encrypted_content === "string") {
       const summary = Array.isArray(ref.summary) ? ref.summary : [];
-      out.push({ type: "reasoning", summary, encrypted_content: ref.encrypted_content } as InputItem);
+      const { encrypted_content } = ref;
+      out.push(
+        typeof ref.id === "string" && ref.id !== ""
+          ? { type: "reasoning", id: ref.id, summary, encrypted_content }
+          : // The SDK's type requires an id the provider did not give; the API takes the item without one.
+            ({ type: "reasoning", summary, encrypted_content } as Omit<ReasoningItem, "id"> as ReasoningItem),
+      );
     } else if (ref.type === "message") text();
     else if (ref.type === "function_call") call(ref.call_id);
   }
@@ -166,7 +168,8 @@ export interface ResponsesRequestOptions {
  * The request body: model, `instructions` (the system prompt, when non-empty), input, function
  * tools (`strict: false`: the tools' schemas are sent as they are), `parallel_tool_calls` (only
  * with tools), `reasoning` and `include: ["reasoning.encrypted_content"]` (with reasoning
- * settings), `text.format` json_schema for a request with `output` (structured output),
+ * settings), `text.format` json_schema (`strict` when the schema allows, as Chat Completions'
+ * `response_format`) for a request with `output` (structured output),
  * `store: false`, then `extraBody`, then `stream`.
  */
 export function toResponsesRequestBody(
@@ -185,7 +188,6 @@ export function toResponsesRequestBody(
     o.cache?.tools.set(request.tools, tools);
   }
   const reasoning = o.reasoning ?? (isReasoningModel(o.model) ? { summary: "auto" } : false);
-  const output = (request as { output?: { name: string; schema: Record<string, unknown> } }).output;
   return {
     model: o.model,
     ...(request.system ? { instructions: request.system } : {}),
@@ -195,10 +197,7 @@ export function toResponsesRequestBody(
       ? { parallel_tool_calls: o.parallelToolCalls }
       : {}),
     ...(reasoning ? { reasoning, include: ["reasoning.encrypted_content"] } : {}),
-    // Not strict: the loop validates the answer against the whole schema, which strict mode would restrict.
-    ...(output && {
-      text: { format: { type: "json_schema", name: output.name, schema: output.schema, strict: false } },
-    }),
+    ...(request.output && { text: { format: { type: "json_schema", ...jsonSchemaFormat(request.output) } } }),
     store: false,
     ...o.extraBody,
     stream: o.stream,

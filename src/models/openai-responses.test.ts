@@ -17,6 +17,7 @@ import {
   type OpenAIResponsesModelOptions,
   openAIResponsesModel,
   RESPONSES_DATA_KEY,
+  type ReasoningRef,
 } from "./openai-responses.js";
 
 const serve = fakeServerPerTest(startFakeResponsesServer);
@@ -87,19 +88,30 @@ describe("openAIResponsesModel: the request", () => {
 });
 
 describe("openAIResponsesModel: structured output and images", () => {
-  it("sends an output schema as text.format json_schema, and says it constrains answers", async () => {
-    const s = await serve([{ text: '{"city":"Oslo"}' }]);
+  it("sends an output schema as text.format json_schema, strict when the schema allows, and says it constrains answers", async () => {
+    const s = await serve([{ text: '{"city":"Oslo"}' }, { text: '{"city":"Oslo"}' }]);
     const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
-    // `output` and `media` are the request and message fields of the structured-output and images work.
-    const req = {
+    const req = (output: Record<string, unknown>): ModelRequest => ({
       system: "",
       messages: [{ role: "user", content: "where?" }],
       tools: [],
-      output: { name: "answer", schema },
-    };
-    await collect({ baseURL: s.url }, req as ModelRequest);
+      output: { name: "answer", schema: output },
+    });
+    await collect({ baseURL: s.url }, req(schema));
+    // As Chat Completions' response_format: additionalProperties false added, strict.
     expect(s.requests[0]?.body.text).toEqual({
-      format: { type: "json_schema", name: "answer", schema, strict: false },
+      format: {
+        type: "json_schema",
+        name: "answer",
+        schema: { ...schema, additionalProperties: false },
+        strict: true,
+      },
+    });
+    // An optional property has no strict form: the schema goes as it is.
+    const loose = { type: "object", properties: { city: { type: "string" } } };
+    await collect({ baseURL: s.url }, req(loose));
+    expect(s.requests[1]?.body.text).toEqual({
+      format: { type: "json_schema", name: "answer", schema: loose, strict: false },
     });
     expect((model({}) as { structuredOutput?: boolean }).structuredOutput).toBe(true);
     expect((model({ structuredOutput: false }) as { structuredOutput?: boolean }).structuredOutput).toBe(
@@ -154,7 +166,7 @@ describe("openAIResponsesModel: replies", () => {
     expect(reply.usage).toEqual(usage);
   });
 
-  it("carries encrypted reasoning back on the next request, before the calls it led to, without item ids", async () => {
+  it("carries encrypted reasoning back on the next request, with its item id, before the calls it led to", async () => {
     const s = await serve([
       { reasoning: "Need the weather.", toolCalls: [{ name: "get_weather", arguments: { city: "Oslo" } }] },
       { text: "Sunny." },
@@ -194,16 +206,26 @@ describe("openAIResponsesModel: replies", () => {
       isError: false,
     };
     await collectEvents(m, { ...first, messages: [...first.messages, assistant, result] });
-    expect(s.requests[1]?.body.input).toEqual([
-      { role: "user", content: "weather?" },
-      {
-        type: "reasoning",
-        summary: [{ type: "summary_text", text: "Need the weather." }],
-        encrypted_content: "enc_0",
-      },
-      { type: "function_call", call_id: "call_0_0", name: "get_weather", arguments: '{"city":"Oslo"}' },
-      { type: "function_call_output", call_id: "call_0_0", output: "sunny" },
+    // As the official SDKs send it with store: false (openai-agents-js, the AI SDK): id, summary, encrypted content.
+    expect(s.requests[1]?.body.input.map((item: unknown) => JSON.stringify(item))).toEqual([
+      '{"role":"user","content":"weather?"}',
+      '{"type":"reasoning","id":"rs_fake_0","summary":[{"type":"summary_text","text":"Need the weather."}],"encrypted_content":"enc_0"}',
+      '{"type":"function_call","call_id":"call_0_0","name":"get_weather","arguments":"{\\"city\\":\\"Oslo\\"}"}',
+      '{"type":"function_call_output","call_id":"call_0_0","output":"sunny"}',
     ]);
+    // A provider that gave the item no id: it goes back without one, with its encrypted content.
+    const anonymous: ReasoningRef = {
+      type: "reasoning",
+      summary: [{ type: "summary_text", text: "Need the weather." }],
+      encrypted_content: "enc_0",
+    };
+    const withoutId = { ...assistant, providerData: { [RESPONSES_DATA_KEY]: { items: [anonymous] } } };
+    await collectEvents(m, { ...first, messages: [...first.messages, withoutId, result] });
+    expect(s.requests[2]?.body.input[1]).toEqual({
+      type: "reasoning",
+      summary: [{ type: "summary_text", text: "Need the weather." }],
+      encrypted_content: "enc_0",
+    });
   });
 
   it("returns parallel function calls in call order, arguments assembled from their deltas", async () => {

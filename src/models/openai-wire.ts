@@ -3,7 +3,7 @@ import { AzureOpenAI } from "openai";
 import { describeMedia, parseDataUrl } from "../core/media.js";
 import type { MediaPart, Message, ToolMessage } from "../core/messages.js";
 import type { ModelRequest, ToolSpec } from "./adapter.js";
-import { strictSchema } from "./strict-schema.js";
+import { jsonSchemaFormat } from "./strict-schema.js";
 
 /** Request mapping of the OpenAI-compatible adapter: runtime messages and tools → a Chat Completions body. */
 
@@ -157,11 +157,7 @@ export function toChatRequestBody(request: ModelRequest, o: ChatRequestOptions):
 }
 
 function responseFormat(output: NonNullable<ModelRequest["output"]>) {
-  const strict = strictSchema(output.schema);
-  return {
-    type: "json_schema",
-    json_schema: { name: output.name, schema: strict ?? output.schema, strict: strict !== undefined },
-  };
+  return { type: "json_schema", json_schema: jsonSchemaFormat(output) };
 }
 
 /** "developer" for an OpenAI reasoning model on api.openai.com, else "system". */

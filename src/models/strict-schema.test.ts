@@ -46,6 +46,15 @@ describe("strictSchema", () => {
     expect(strictSchema(object({ properties: { a: { type: "string", minLength: 1 } } }))).toBeUndefined();
     expect(strictSchema(object({ properties: { a: {} } }))).toBeUndefined();
     expect(strictSchema({ type: "array", items: { type: "string" } })).toBeUndefined();
+    // An object that names no properties takes any (JSON mode's `{ "type": "object" }`): closing it would allow only {}.
+    expect(strictSchema({ type: "object" })).toBeUndefined();
+    expect(strictSchema(object({ properties: { a: { type: "object" } } }))).toBeUndefined();
+    expect(strictSchema({ type: "object", properties: {}, required: [] })).toEqual({
+      type: "object",
+      properties: {},
+      required: [],
+      additionalProperties: false,
+    });
     expect(strictSchema(object({}))).toMatchObject({ additionalProperties: false });
   });
 });

@@ -32,6 +32,20 @@ const SUPPORTED = new Set([
   "maxItems",
 ]);
 
+/**
+ * An output schema as OpenAI's structured outputs take it, the same for Chat Completions
+ * (`response_format.json_schema`) and the Responses API (`text.format`): strict when the schema
+ * allows, else as is with `strict: false`.
+ */
+export function jsonSchemaFormat(output: { name: string; schema: Node }): {
+  name: string;
+  schema: Node;
+  strict: boolean;
+} {
+  const strict = strictSchema(output.schema);
+  return { name: output.name, schema: strict ?? output.schema, strict: strict !== undefined };
+}
+
 /** OpenAI's limit of nesting in a strict schema is far lower; this only bounds the walk. */
 const MAX_DEPTH = 32;
 
@@ -43,7 +57,7 @@ const isNode = (value: unknown): value is Node =>
 /**
  * The schema as strict mode takes it (a copy; `additionalProperties: false` added to objects that
  * do not say), or undefined when it cannot be strict: an optional property, an open object, an
- * unsupported keyword, a root that is not an object.
+ * unsupported keyword, an object that names no properties, a root that is not an object.
  */
 export function strictSchema(schema: Node): Node | undefined {
   if (schema.type !== "object" || "anyOf" in schema) return undefined;
@@ -58,7 +72,8 @@ function strictNode(node: unknown, depth: number): Node | undefined {
   const out: Node = { ...node };
   const types = Array.isArray(node.type) ? node.type : [node.type];
   if (types.includes("object") || "properties" in node) {
-    const properties = node.properties ?? {};
+    // No `properties`: any object (closing it would allow only {}).
+    const { properties } = node;
     if (!isNode(properties)) return undefined;
     const required = Array.isArray(node.required) ? node.required : [];
     if (Object.keys(properties).some((name) => !required.includes(name))) return undefined;

@@ -8,6 +8,7 @@ import type { Message } from "../core/messages.js";
 import { SESSION_ID_PATTERN, type SessionStore } from "../store/types.js";
 import { errorResponse } from "./errors.js";
 import { chatRequestSchema, describeRequestIssue, toRunInput } from "./openai-compat.js";
+import { requestedFormat, runOutputSchema } from "./output-format.js";
 import type { ServerEnv } from "./request-log.js";
 import { type AnswerDeps, answerRun } from "./respond.js";
 import { conflict, noStore, releaser, SESSION_HEADER, storedRun, takeSession } from "./sessions.js";
@@ -33,9 +34,11 @@ export function agentFor(deps: ChatDeps, requested: string | undefined): [string
 
 /**
  * `POST /v1/chat/completions` (SPEC section 6), after auth, the JSON content type, the body
- * limit and the draining check. Order of checks: JSON (400), schema, conversation and session id
- * (400), the model (404), then the session (409). The run is aborted when the client
- * disconnects, streaming or not.
+ * limit and the draining check. Order of checks: JSON (400), schema, conversation, session id and
+ * `response_format` (400), the model (404), a json_schema for an agent with its own output schema
+ * (400), then the session (409). A `response_format` json_schema (or json_object) is the run's
+ * output schema: the answer is its JSON. The run is aborted when the client disconnects,
+ * streaming or not.
  *
  * With a store, the run is stored under its id (the completion's `id`), in a session of its own,
  * or in the one named by `X-Agentloop-Session`: then the session's stored conversation is the
@@ -67,9 +70,14 @@ export async function chatCompletions(c: Context<ServerEnv>, deps: ChatDeps): Pr
     return errorResponse(400, message, "invalid_session_id", { param: SESSION_HEADER });
   }
   if (named !== undefined && !deps.store) return noStore("X-Agentloop-Session");
+  const format = requestedFormat(request.response_format, "response_format", ["json_schema", "schema"]);
+  if ("param" in format)
+    return errorResponse(400, format.message, "invalid_request", { param: format.param });
   const found = agentFor(deps, request.model ?? undefined);
   if (found instanceof Response) return found;
   const [model, agent] = found;
+  const outputSchema = runOutputSchema(agent, model, format, "response_format");
+  if (outputSchema instanceof Response) return outputSchema;
 
   const id = `chatcmpl-${randomUUID()}`;
   let session: Session | undefined;
@@ -92,6 +100,7 @@ export async function chatCompletions(c: Context<ServerEnv>, deps: ChatDeps): Pr
       history,
       ...(input.instructions !== "" && { instructions: input.instructions }),
       ...(session && { sessionId: session.id, checkpoint: storedRun(run, session) }),
+      ...(outputSchema && { outputSchema }),
     });
   } catch (error) {
     run.end();

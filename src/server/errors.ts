@@ -54,12 +54,31 @@ export function errorResponse(
 }
 
 /**
+ * Whether a run's error must not reach a remote client as it is: a connection failure names where
+ * the agent's model API is (`Nothing is listening at http://10.0.0.7:8000/v1`), an internal address.
+ */
+export const withheld = (error: { code: string }): boolean => error.code === "connection";
+
+/**
+ * A run's error as a remote client may read it: one that is `withheld` says only that the model
+ * API could not be reached (the server's log line has the rest); others (the provider's own
+ * message, secrets redacted) pass as they are.
+ */
+export function clientError<E extends { message: string; code: string }>(error: E): E {
+  if (!withheld(error)) return error;
+  const message =
+    "The agent's model API could not be reached (connection error); the server's log has the details.";
+  return { ...error, message };
+}
+
+/**
  * The 502 of a run that ended on `circuit_breaker` or `model_error` before anything was
  * streamed. The model was already retried by its adapter, so clients are told not to retry
  * (`x-should-retry: false`, which the official clients honour).
  */
 export function runErrorResponse(result: RunResult, redact: Redact): Response {
-  const message = redact(result.error?.message ?? `The run stopped: ${result.stopReason}.`);
+  const error = result.error && clientError(result.error);
+  const message = redact(error?.message ?? `The run stopped: ${result.stopReason}.`);
   return errorResponse(502, message, result.stopReason, { headers: { "x-should-retry": "false" } });
 }
 

@@ -81,6 +81,9 @@ export function wireUsage(usage: Usage): WireUsage {
  * - The output of a loop-breaking tool (the question of `ask_question`, the result of
  *   `task_completion`) was never streamed text, so it is sent as content at the end; so is the
  *   line naming the calls a run stopped on `approval_required` waits for.
+ * - A run with an output schema (`typed`) streams no text: its content is the validated answer's
+ *   JSON, sent at the end (nothing for a run that ended without one), so a client parsing it
+ *   never reads narration or a rejected answer.
  * - The end: the `turn_complete` chunk carries `finish_reason`. For the error stops
  *   (`circuit_breaker`, `model_error`) the `turn_complete` chunk comes first and the last
  *   chunk is the `error` event, carrying `finish_reason: "stop"` so clients that require one
@@ -99,6 +102,7 @@ export class ChunkMapper {
     private readonly id: string,
     private readonly model: string,
     private readonly created: number,
+    private readonly typed = false,
   ) {}
 
   chunk(
@@ -124,7 +128,7 @@ export class ChunkMapper {
         this.iterationHasText = false;
         return [];
       case "message_delta": {
-        if (event.text === "") return [];
+        if (event.text === "" || this.typed) return [];
         const separator = !this.iterationHasText && this.text !== "" ? "\n\n" : "";
         this.iterationHasText = true;
         this.text += separator + event.text;
@@ -215,9 +219,13 @@ export class ChunkMapper {
    */
   private tail(result: RunResult): string {
     const parts: string[] = [];
-    // A final answer was streamed as it came (an output schema's `text` is the same JSON, compacted).
-    const streamed = result.stopReason === "final_answer" && this.lastMessage !== "";
-    if (!streamed && result.text !== "" && !this.text.endsWith(result.text)) parts.push(result.text);
+    if (this.typed) {
+      if (result.output !== undefined && result.text !== "") parts.push(result.text);
+    } else {
+      // A final answer was streamed as it came.
+      const streamed = result.stopReason === "final_answer" && this.lastMessage !== "";
+      if (!streamed && result.text !== "" && !this.text.endsWith(result.text)) parts.push(result.text);
+    }
     if (result.pendingApprovals?.length) parts.push(waitingFor(result.pendingApprovals));
     if (parts.length === 0) return "";
     return (this.text === "" ? "" : "\n\n") + parts.join("\n\n");

@@ -35,8 +35,9 @@ const message = z.discriminatedUnion("role", [
 ]);
 
 /**
- * The part of a Chat Completions request the server reads; other fields (temperature, tools,
- * ...) are accepted and ignored: the agent's own settings and tools apply.
+ * The part of a Chat Completions request the server reads. `response_format` json_schema (or
+ * json_object) is the run's output schema (see `requestedFormat`); other fields (temperature,
+ * tools, ...) are accepted and ignored: the agent's own settings and tools apply.
  */
 export const chatRequestSchema = z
   .object({
@@ -45,6 +46,7 @@ export const chatRequestSchema = z
     stream: z.boolean().nullish(),
     n: z.literal(1, { error: "only n = 1 is supported: an agent gives one answer." }).nullish(),
     stream_options: z.object({ include_usage: z.boolean().optional() }).loose().nullish(),
+    response_format: z.unknown().optional(),
   })
   .loose();
 

@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import type { Redact } from "./errors.js";
 
 /**
- * One request's log line: `METHOD /path STATUS DURATIONms [stopReason]`, written once the
+ * One request's log line: `METHOD /path STATUS DURATIONms [stopReason] [(detail)]`, written once the
  * response is complete (for a stream, when its last chunk is sent). Never the query string, the
  * headers or the body.
  */
@@ -14,6 +14,8 @@ export class RequestLogEntry {
   private written = false;
   /** The run's stop reason, when the request ran the agent. */
   stopReason: string | undefined;
+  /** What the response did not tell the client (an upstream address), for the operator: after the stop reason. */
+  detail: string | undefined;
 
   constructor(
     private readonly method: string,
@@ -44,7 +46,8 @@ export class RequestLogEntry {
     this.written = true;
     const ms = Math.round(performance.now() - this.started);
     const stop = this.stopReason ? ` ${this.stopReason}` : "";
-    this.write(`${this.method} ${this.path} ${this.status} ${ms}ms${stop}`);
+    const detail = this.detail ? ` (${this.detail})` : "";
+    this.write(`${this.method} ${this.path} ${this.status} ${ms}ms${stop}${detail}`);
   }
 }
 

@@ -5,12 +5,14 @@ import { errorMessage } from "../core/errors.js";
 import type { AgentEvent, RunResult } from "../core/events.js";
 import { StoreError } from "../store/types.js";
 import {
+  clientError,
   errorResponse,
   finishReason,
   type Redact,
   runErrorResponse,
   shutdownCut,
   storeFailure,
+  withheld,
 } from "./errors.js";
 import { ChunkMapper, type ErrorEvent } from "./map-events.js";
 import type { Metrics } from "./metrics.js";
@@ -82,7 +84,8 @@ const nothing = async () => {};
 
 /** The chat completion wire (SPEC section 6): chunks, `data: [DONE]` last. */
 function chatWire(a: RunAnswer): RunWire<unknown> {
-  const mapper = new ChunkMapper(a.id, a.model, Math.floor(Date.now() / 1000));
+  const typed = a.handle.state.outputSchema !== undefined;
+  const mapper = new ChunkMapper(a.id, a.model, Math.floor(Date.now() / 1000), typed);
   return {
     map: (event) => mapper.map(event),
     open: () => [mapper.chunk({ role: "assistant", content: "" })],
@@ -91,6 +94,20 @@ function chatWire(a: RunAnswer): RunWire<unknown> {
     failed: (error) => [mapper.chunk({}, error, "stop")],
     sse: (chunk) => ({ data: JSON.stringify(chunk) }),
     last: "[DONE]",
+  };
+}
+
+/** `wire` with every run error as a remote client may read it (`clientError`). */
+function forClients(wire: RunWire<unknown>): RunWire<unknown> {
+  return {
+    map: (event) => wire.map(event.type === "error" ? clientError(event) : event),
+    open: () => wire.open(),
+    finish: (result, cut) =>
+      wire.finish(result.error ? { ...result, error: clientError(result.error) } : result, cut),
+    whole: (result) => wire.whole(result),
+    failed: (error) => wire.failed(error),
+    sse: (item) => wire.sse(item),
+    ...(wire.last !== undefined && { last: wire.last }),
   };
 }
 
@@ -103,10 +120,13 @@ function chatWire(a: RunAnswer): RunWire<unknown> {
 export async function answerRun(c: Context<ServerEnv>, deps: AnswerDeps, a: RunAnswer): Promise<Response> {
   const log = c.get("log");
   const release = a.release ?? nothing;
-  const wire = a.wire ?? chatWire(a);
+  const wire = forClients(a.wire ?? chatWire(a));
   const record = (result: RunResult) => {
     deps.metrics.record(a.model, result);
-    if (log) log.stopReason = result.stopReason;
+    if (!log) return;
+    log.stopReason = result.stopReason;
+    // What the client was not told (an internal address) is logged here, for the operator.
+    if (result.error && withheld(result.error)) log.detail = deps.redact(result.error.message);
   };
   let handedOver = false;
   try {

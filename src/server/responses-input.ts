@@ -8,9 +8,10 @@ const part = z.object({ type: z.string() }).loose();
 const content = z.union([z.string(), z.array(part)]);
 
 /**
- * The part of a Responses API request (`POST /v1/responses`) the server reads; other fields
- * (`tools`, `temperature`, `reasoning`, `text`, ...) are accepted and ignored: the agent's own
- * settings and tools apply.
+ * The part of a Responses API request (`POST /v1/responses`) the server reads. `text.format`
+ * json_schema (or json_object) is the run's output schema (see `requestedFormat`); other fields
+ * (`tools`, `tool_choice`, `temperature`, `reasoning`, ...) are accepted and ignored, as chat
+ * completions' are: the agent's own settings and tools apply.
  */
 export const responsesRequestSchema = z
   .object({
@@ -21,6 +22,7 @@ export const responsesRequestSchema = z
     previous_response_id: z.string().min(1).nullish(),
     /** `false`: the run is not stored, even when the server has a store. */
     store: z.boolean().nullish(),
+    text: z.object({ format: z.unknown().optional() }).loose().nullish(),
   })
   .loose();
 

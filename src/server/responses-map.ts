@@ -43,6 +43,10 @@ export interface ResponseBase {
   previousResponseId: string | null;
   /** Whether the run is stored (addressable by `previous_response_id`). */
   store: boolean;
+  /** The request's `text` (its format), echoed; default `{ format: { type: "text" } }`. */
+  text?: { format: unknown };
+  /** The run has an output schema: its text is only the validated answer's JSON (see `ChunkMapper`). */
+  typed?: boolean;
 }
 
 type Part = { type: "output_text"; text: string; annotations: []; logprobs: [] };
@@ -63,6 +67,8 @@ type Item =
  *   extra field `agentloop` holds the event.
  * - The output of a loop-breaking tool, and the line naming the calls a run stopped on
  *   `approval_required` waits for, come as a last message item.
+ * - A run with an output schema (`typed`) streams no text: its message is the validated answer's
+ *   JSON, sent at the end, as for chat completions.
  * - The end: `response.completed` whose `agentloop` is the `turn_complete` event; for the stops
  *   chat completions call `length` (`max_iterations`, `budget_exceeded`, `aborted`),
  *   `response.incomplete` (`incomplete_details.reason` `max_output_tokens`); for the error stops
@@ -115,7 +121,7 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
       previous_response_id: previousResponseId,
       store,
       temperature: null,
-      text: { format: { type: "text" } },
+      text: this.base.text ?? { format: { type: "text" } },
       tool_choice: "auto",
       tools: [],
       top_p: null,
@@ -137,7 +143,7 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
       case "thinking":
         return event.text === "" ? [] : this.delta("reasoning", event.text);
       case "message_delta": {
-        if (event.text === "") return [];
+        if (event.text === "" || this.base.typed) return [];
         const separator = !this.iterationHasText && this.text !== "" ? "\n\n" : "";
         this.iterationHasText = true;
         this.text += separator + event.text;
@@ -286,7 +292,9 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
   /** What ends the text, with its separator: a loop-breaking tool's output, the calls a run waits for. */
   private tail(result: RunResult): string {
     const parts: string[] = [];
-    if (result.text !== "" && !this.text.endsWith(result.text)) parts.push(result.text);
+    if (this.base.typed) {
+      if (result.output !== undefined && result.text !== "") parts.push(result.text);
+    } else if (result.text !== "" && !this.text.endsWith(result.text)) parts.push(result.text);
     if (result.pendingApprovals?.length) parts.push(waitingFor(result.pendingApprovals));
     if (parts.length === 0) return "";
     return (this.text === "" ? "" : "\n\n") + parts.join("\n\n");

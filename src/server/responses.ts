@@ -8,6 +8,7 @@ import { SESSION_ID_PATTERN, type SessionStore } from "../store/types.js";
 import { agentFor, type ChatDeps, refuseInterrupted } from "./chat.js";
 import { errorResponse } from "./errors.js";
 import { describeRequestIssue } from "./openai-compat.js";
+import { requestedFormat, runOutputSchema } from "./output-format.js";
 import type { ServerEnv } from "./request-log.js";
 import { answerRun } from "./respond.js";
 import { responsesRequestSchema, toResponsesRunInput } from "./responses-input.js";
@@ -49,8 +50,9 @@ async function conversationOf(store: SessionStore, responseId: string): Promise<
  * auth, the JSON content type, the body limit and the draining check. The answer is a `response`
  * object, or with `stream: true` Server-Sent Events of `response.*` events (see
  * `ResponsesMapper`). Order of checks: JSON (400), schema and input (400), session header (400,
- * 501 without a store), `previous_response_id` (501 without a store, 404, 409), the model (404),
- * the session (409).
+ * 501 without a store), `previous_response_id` (501 without a store, 404, 409), `text.format` (400),
+ * the model (404), a json_schema for an agent with its own output schema (400), the session (409).
+ * A `text.format` json_schema (or json_object) is the run's output schema: the answer is its JSON.
  *
  * With a store (and unless the request says `store: false`), the run is stored under its id (the
  * response's `id`) in a session of its own, so a later request continues it by
@@ -94,9 +96,14 @@ export async function createResponse(c: Context<ServerEnv>, deps: ChatDeps): Pro
     if (before instanceof Response) return before;
     history = [...before, ...input.history];
   }
+  const format = requestedFormat(request.text?.format, "text.format", ["schema"]);
+  if ("param" in format)
+    return errorResponse(400, format.message, "invalid_request", { param: format.param });
   const found = agentFor(deps, request.model ?? undefined);
   if (found instanceof Response) return found;
   const [model, agent] = found;
+  const outputSchema = runOutputSchema(agent, model, format, "text.format");
+  if (outputSchema instanceof Response) return outputSchema;
 
   const id = `resp_${randomUUID().replaceAll("-", "")}`;
   const kept = store !== undefined && (request.store !== false || named !== undefined);
@@ -119,6 +126,7 @@ export async function createResponse(c: Context<ServerEnv>, deps: ChatDeps): Pro
       history,
       ...(input.instructions !== "" && { instructions: input.instructions }),
       ...(session && { sessionId: session.id, checkpoint: storedRun(run, session) }),
+      ...(outputSchema && { outputSchema }),
     });
   } catch (error) {
     run.end();
@@ -132,6 +140,8 @@ export async function createResponse(c: Context<ServerEnv>, deps: ChatDeps): Pro
     instructions: request.instructions ?? null,
     previousResponseId: previous ?? null,
     store: session !== undefined,
+    ...(request.text?.format != null && { text: { format: request.text.format } }),
+    typed: handle.state.outputSchema !== undefined,
   });
   return answerRun(c, deps, {
     handle,

@@ -41,6 +41,34 @@ export function responsesBody(entry: ResponsesEntry): string {
   return readFileSync(`${PEER_DIR}/responses/${entry.file}`, "utf8");
 }
 
+/**
+ * A Responses recording's output items as the API finished them: a body's `output`, or in a stream
+ * each `response.output_item.done` item at its `output_index` (what the API reference says to send
+ * back: a reasoning item's `encrypted_content` there may differ from the final response object's),
+ * then any item only the final response object names.
+ */
+export function responsesOutputItems(entry: ResponsesEntry): Record<string, unknown>[] {
+  type Item = Record<string, unknown>;
+  const text = responsesBody(entry);
+  if (entry.mode === "json") return (JSON.parse(text) as { output?: Item[] }).output ?? [];
+  const items: Item[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("data: ")) continue;
+    const event = JSON.parse(line.slice(6)) as {
+      type?: string;
+      output_index?: number;
+      item?: Item;
+      response?: { output?: Item[] };
+    };
+    if (event.type === "response.output_item.done" && event.item)
+      items[event.output_index ?? items.length] = event.item;
+    if (event.type === "response.completed" || event.type === "response.incomplete") {
+      for (const [i, item] of (event.response?.output ?? []).entries()) items[i] ??= item;
+    }
+  }
+  return items.filter(Boolean);
+}
+
 /** The manifest's entries; `[]` when the folder is absent. */
 export function peerEntries(): PeerEntry[] {
   if (!PEER_DIR) return [];
