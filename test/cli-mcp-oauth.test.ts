@@ -183,6 +183,32 @@ describe("bad input, each one clear line and no secret", { timeout: 60_000 }, ()
     expect(as.log.map((entry) => entry.path)).not.toContain("/authorize");
   });
 
+  it("refuses authorization server metadata whose issuer is not the server it was fetched for (RFC 8414 3.3)", async () => {
+    const as = await startOAuthServer({ issuer: "https://evil.example" });
+    const w = workspace({ secure: { url: as.url } });
+    const login = await runCli(["mcp", "login", "secure"], { cwd: w.dir, env: w.env });
+    expect([login.code, login.stderr]).toEqual([
+      2,
+      `agentloop: MCP server 'secure' (agentloop.json) failed to start: the authorization server metadata fetched for ${as.origin} names another issuer, https://evil.example: agentloop refuses to sign in with it. Check the authorization server's "issuer", or mark it "optional": true.\n`,
+    ]);
+    expect(as.log.map((entry) => entry.path)).not.toContain("/register");
+    expect(w.visited).toThrow(); // no browser was opened
+
+    // Without protected resource metadata (2025-03-26), the MCP server's origin is the authorization
+    // server: an issuer elsewhere is refused, one on that origin (with a path, as servers of then did) is not.
+    as.knobs.resourceMetadata = false;
+    const legacy = await runCli(["mcp", "login", "secure"], { cwd: w.dir, env: w.env });
+    expect(legacy.stderr).toContain(
+      `the authorization server metadata fetched for ${as.origin}/ names another issuer, https://evil.example: agentloop refuses`,
+    );
+    as.knobs.issuer = `${as.origin}/oauth`;
+    const ok = await runCli(["mcp", "login", "secure"], { cwd: w.dir, env: w.env });
+    expect([ok.code, ok.stderr.trim().split("\n").at(-1)]).toEqual([
+      0,
+      "agentloop: signed in to MCP server 'secure' (1 tool).",
+    ]);
+  });
+
   it("names malformed authorization server metadata", async () => {
     const as = await startOAuthServer();
     as.knobs.metadata = { issuer: as.origin, authorization_endpoint: `${as.origin}/authorize` };

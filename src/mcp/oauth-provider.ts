@@ -19,6 +19,7 @@ import type { McpOAuthConfig } from "./config.js";
 import { displayUrl } from "./failure.js";
 import { LoopbackCallback } from "./oauth-browser.js";
 import { explainSignInError, SignInFailure } from "./oauth-errors.js";
+import { issuerProblem } from "./oauth-issuer.js";
 import { type McpOAuthRecord, type McpTokenStore, TokenStoreError } from "./oauth-store.js";
 
 /** How sign-ins happen in this process. */
@@ -225,6 +226,9 @@ export class McpOAuthProvider implements OAuthClientProvider {
   }
 
   saveDiscoveryState(state: OAuthDiscoveryState): void {
+    // Called by the SDK's auth() after every discovery, before anything is sent to the server found.
+    const problem = issuerProblem(state);
+    if (problem) throw problem;
     this.serverScopes = state.authorizationServerMetadata?.scopes_supported;
   }
 
