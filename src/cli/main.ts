@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import type { CliFlags } from "./config.js";
-import { USAGE_ERROR } from "./render.js";
+import { EXIT_CODES, USAGE_ERROR } from "./render.js";
 import type { ServeFlags } from "./serve.js";
 import type { SessionsFlags } from "./sessions.js";
 
@@ -160,7 +160,12 @@ export async function main(argv: readonly string[]): Promise<number> {
       refuse(flags, "tools", ["session", "resume", "approve", "deny", "yes"]);
       refuseImage(flags, "tools");
       const { loadTools, settingsFrom } = await import("./run.js");
-      const loaded = await loadTools(await settingsFrom(flags), flags.verbose === true);
+      const { interruptible } = await import("./interrupt.js");
+      const settings = await settingsFrom(flags);
+      const loaded = await interruptible(
+        (signal) => loadTools(settings, { verbose: flags.verbose === true, signal }),
+        (made) => made.close(),
+      );
       try {
         const sources = loaded.sources();
         const listed = loaded.tools().map(({ name, description, parameters }, i) => ({
@@ -286,7 +291,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     if (error instanceof AgentloopError) {
       process.stderr.write(`agentloop: ${error.message}\n`);
-      return USAGE_ERROR;
+      // Ctrl+C before the run started (e.g. during a sign-in in the browser): the exit of an aborted run.
+      return error.code === "aborted" ? EXIT_CODES.aborted : USAGE_ERROR;
     }
     process.stderr.write(`agentloop: unexpected error: ${errorMessage(error)}\n`);
     return 1;
