@@ -297,6 +297,13 @@ describe("bad input, each one clear line and no secret", { timeout: 60_000 }, ()
     expect((await runCli(["tools"], { cwd: key.dir, env: key.env })).stderr).toBe(
       `agentloop: MCP server 's' (agentloop.json) failed to start: its private key ${join(key.dir, "missing.pem")} cannot be read (ENOENT). Check its "oauth.privateKeyFile", or mark it "optional": true.\n`,
     );
+    // A relative key file is found next to its config file, wherever agentloop runs.
+    mkdirSync(join(key.dir, "elsewhere"));
+    const moved = await runCli(["tools", "--config", "../agentloop.json"], {
+      cwd: join(key.dir, "elsewhere"),
+      env: key.env,
+    });
+    expect(moved.stderr).toContain(`its private key ${join(key.dir, "missing.pem")} cannot be read`);
   });
 
   it("mcp login names an unknown server and one that cannot sign in", async () => {
