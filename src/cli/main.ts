@@ -159,46 +159,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     .action(async (flags: CliFlags) => {
       refuse(flags, "tools", ["session", "resume", "approve", "deny", "yes"]);
       refuseImage(flags, "tools");
-      const { loadTools, settingsFrom } = await import("./run.js");
-      const { interruptible } = await import("./interrupt.js");
-      const settings = await settingsFrom(flags);
-      const loaded = await interruptible(
-        (signal) => loadTools(settings, { verbose: flags.verbose === true, signal }),
-        (made) => made.close(),
-      );
-      try {
-        const sources = loaded.sources();
-        const listed = loaded.tools().map(({ name, description, parameters }, i) => ({
-          name,
-          source: sources[i] ?? "local",
-          kind: "tool",
-          description,
-          parameters,
-        }));
-        // MCP prompts follow the tools: `/name` in agentloop chat.
-        const prompts = loaded.prompts().map((p) => ({
-          name: p.name,
-          source: `mcp:${p.server}`,
-          kind: "prompt",
-          description: p.description ?? p.title ?? "",
-          arguments: p.arguments,
-        }));
-        if (flags.json) process.stdout.write(`${JSON.stringify([...listed, ...prompts], null, 2)}\n`);
-        else {
-          for (const t of listed) {
-            process.stdout.write(
-              `${t.name} (${t.source})\n  ${t.description}\n  ${JSON.stringify(t.parameters)}\n`,
-            );
-          }
-          if (prompts.length > 0) process.stdout.write("\nPrompts (/name in agentloop chat):\n");
-          for (const p of prompts) {
-            const args = p.arguments.map((a) => `${a.name}${a.required ? "" : "?"}`).join(" ");
-            process.stdout.write(`/${p.name}${args ? ` ${args}` : ""} (${p.source})\n  ${p.description}\n`);
-          }
-        }
-      } finally {
-        await loaded.close();
-      }
+      const { listTools } = await import("./tools.js");
+      exitCode = await listTools(flags);
     });
 
   withCommonOptions(program.command("chat"))
@@ -264,7 +226,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       exitCode = await removeSession(id, flags);
     });
 
-  const mcp = program.command("mcp").description("remote MCP servers: login <server>");
+  const mcp = program.command("mcp").description("MCP servers: login <server>, prompts");
   mcp
     .command("login")
     .description(
@@ -275,6 +237,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     .action(async (server: string, flags: { config?: string }) => {
       const { mcpLogin } = await import("./mcp-login.js");
       exitCode = await mcpLogin(server, flags);
+    });
+
+  mcp
+    .command("prompts")
+    .description("list the MCP servers' prompts (/name in agentloop chat)")
+    .option("--config <file>", "config file (default ./agentloop.json when present)")
+    .option("--json", "print JSON")
+    .action(async (flags: { config?: string; json?: boolean }) => {
+      const { listPrompts } = await import("./tools.js");
+      exitCode = await listPrompts(flags);
     });
 
   for (const command of [...program.commands, ...sessions.commands, ...mcp.commands]) {
