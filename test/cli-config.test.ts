@@ -235,6 +235,27 @@ describe("MCP entries pasted from Claude Desktop, Cursor and VS Code", () => {
       { mcpServers: { a: { command: "x", envFile: "missing.env" } } },
       "agentloop: Cannot read 'mcpServers.a.envFile' (missing.env) in agentloop.json: ENOENT.",
     ],
+    // A key of the other kind of server is named as such, not as unknown.
+    [
+      { mcpServers: { s: { command: "x", oauth: { scope: "a" } } } },
+      `agentloop: 'mcpServers.s.oauth' in agentloop.json applies only to remote servers (with a "url"); this one runs a "command": remove it.`,
+    ],
+    [
+      { mcpServers: { s: { command: "x", headers: { "X-Key": "k" } } } },
+      `agentloop: 'mcpServers.s.headers' in agentloop.json applies only to remote servers (with a "url"); this one runs a "command": remove it.`,
+    ],
+    [
+      { mcpServers: { s: { url: "http://127.0.0.1:9/mcp", env: { A: "1" } } } },
+      `agentloop: 'mcpServers.s.env' in agentloop.json applies only to local servers (with a "command"); this one is reached at a "url": remove it.`,
+    ],
+    [
+      { mcpServers: { s: { url: "http://127.0.0.1:9/mcp", args: ["-y"] } } },
+      `agentloop: 'mcpServers.s.args' in agentloop.json applies only to local servers (with a "command"); this one is reached at a "url": remove it.`,
+    ],
+    [
+      { mcpServers: { s: { command: "x", url: "http://127.0.0.1:9/mcp" } } },
+      `agentloop: 'mcpServers.s' in agentloop.json has both "command" and "url": keep "command" for a local server or "url" for a remote one.`,
+    ],
   ])("rejects %j naming the key", async (config, line) => {
     const run = await runCli(["tools"], { cwd: folder({ "agentloop.json": config }) });
     usageError(run, line);

@@ -112,6 +112,19 @@ describe("agentloop run, asked for input by an MCP server", () => {
     });
   });
 
+  it("with --yes names a default of the server's that is not one of its field's choices", async () => {
+    const form = {
+      type: "object",
+      properties: { size: { type: "string", enum: ["S", "M"], default: "XL" } },
+    };
+    const run = await runCli(["run", "--yes", "--no-builtin-tools", "Pick."], await workspace(form));
+    expect(run).toMatchObject({
+      code: 0,
+      stdout: 'Got {"action":"decline"}\n',
+      stderr: `agentloop: warning: MCP server 'probe' (agentloop.json) asked for input with a form whose own default does not fit ('size' defaults to "XL", which must be one of S, M): declined.\n`,
+    });
+  });
+
   it('follows config "elicitation": "accept-defaults" without --yes, and "decline" even in a terminal', async () => {
     const defaults = await workspace(DEFAULTS_ONLY, { elicitation: "accept-defaults" });
     const accepted = await runCli(["run", "--no-builtin-tools", "Pick."], defaults);

@@ -1,25 +1,14 @@
 // OAuth sign-in to remote MCP servers through the real CLI, against an authorization server of our
 // own (test/support/oauth-server.ts); test/support/fake-browser.mjs stands in for the browser.
 import { generateKeyPairSync } from "node:crypto";
-import {
-  chmodSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { runCli } from "./helpers.js";
 import { startOAuthServer } from "./support/oauth-server.js";
+import { oauthWorkspace } from "./support/oauth-workspace.js";
 import { terminal } from "./support/terminal.js";
-
-const BROWSER = `${process.execPath} ${fileURLToPath(new URL("./support/fake-browser.mjs", import.meta.url))}`;
 
 let model: FakeOpenAIServer | undefined;
 afterEach(async () => {
@@ -27,16 +16,7 @@ afterEach(async () => {
   model = undefined;
 });
 
-/** A folder with an agentloop.json naming `servers`, its own per-user config dir, and the CLI's env. */
-function workspace(servers: Record<string, unknown>) {
-  const dir = mkdtempSync(join(tmpdir(), "agentloop-oauth-"));
-  writeFileSync(join(dir, "agentloop.json"), JSON.stringify({ mcpServers: servers }));
-  const tokens = join(dir, "config", "agentloop", "mcp-oauth");
-  const env = { XDG_CONFIG_HOME: join(dir, "config"), BROWSER, FAKE_BROWSER_LOG: join(dir, "browser.log") };
-  const files = () => readdirSync(tokens).map((name) => join(tokens, name));
-  const visited = () => readFileSync(env.FAKE_BROWSER_LOG, "utf8").trim().split("\n");
-  return { dir, env, tokens, files, visited };
-}
+const workspace = oauthWorkspace;
 
 /** A scripted model that calls `whoami`, then answers with what it said. */
 async function whoamiModel() {
@@ -183,6 +163,32 @@ describe("bad input, each one clear line and no secret", { timeout: 60_000 }, ()
     expect(as.log.map((entry) => entry.path)).not.toContain("/authorize");
   });
 
+  it("refuses authorization server metadata whose issuer is not the server it was fetched for (RFC 8414 3.3)", async () => {
+    const as = await startOAuthServer({ issuer: "https://evil.example" });
+    const w = workspace({ secure: { url: as.url } });
+    const login = await runCli(["mcp", "login", "secure"], { cwd: w.dir, env: w.env });
+    expect([login.code, login.stderr]).toEqual([
+      2,
+      `agentloop: MCP server 'secure' (agentloop.json) failed to start: the authorization server metadata fetched for ${as.origin} names another issuer, https://evil.example: agentloop refuses to sign in with it. Check the authorization server's "issuer", or mark it "optional": true.\n`,
+    ]);
+    expect(as.log.map((entry) => entry.path)).not.toContain("/register");
+    expect(w.visited).toThrow(); // no browser was opened
+
+    // Without protected resource metadata (2025-03-26), the MCP server's origin is the authorization
+    // server: an issuer elsewhere is refused, one on that origin (with a path, as servers of then did) is not.
+    as.knobs.resourceMetadata = false;
+    const legacy = await runCli(["mcp", "login", "secure"], { cwd: w.dir, env: w.env });
+    expect(legacy.stderr).toContain(
+      `the authorization server metadata fetched for ${as.origin}/ names another issuer, https://evil.example: agentloop refuses`,
+    );
+    as.knobs.issuer = `${as.origin}/oauth`;
+    const ok = await runCli(["mcp", "login", "secure"], { cwd: w.dir, env: w.env });
+    expect([ok.code, ok.stderr.trim().split("\n").at(-1)]).toEqual([
+      0,
+      "agentloop: signed in to MCP server 'secure' (1 tool).",
+    ]);
+  });
+
   it("names malformed authorization server metadata", async () => {
     const as = await startOAuthServer();
     as.knobs.metadata = { issuer: as.origin, authorization_endpoint: `${as.origin}/authorize` };
@@ -229,13 +235,26 @@ describe("bad input, each one clear line and no secret", { timeout: 60_000 }, ()
       `agentloop: warning: the token file ${file} can be read by other users: run chmod 600 ${file} (agentloop writes it 0600).\n`,
     );
 
-    writeFileSync(file, "{ not json", { mode: 0o600 });
-    chmodSync(file, 0o600);
+    // A file that cannot be used gets its error alone, not also the warning (it is still 0644).
+    writeFileSync(file, "{ not json");
     const garbled = await run(w.dir, { ...w.env, ...(await whoamiModel()) });
     expect(garbled.code).toBe(2);
     expect(garbled.stderr).toBe(
       `agentloop: MCP server 'secure' (agentloop.json) failed to start: the token file ${file} is not one agentloop wrote. Delete it, then run \`agentloop mcp login secure\`, or mark it "optional": true.\n`,
     );
+
+    rmSync(file);
+    mkdirSync(file, { mode: 0o755 });
+    const folder = await run(w.dir, { ...w.env, ...(await whoamiModel()) });
+    expect([folder.code, folder.stderr]).toEqual([
+      2,
+      `agentloop: MCP server 'secure' (agentloop.json) failed to start: the token file ${file} is a directory. Delete it (rm -r ${file}), then run \`agentloop mcp login secure\`, or mark it "optional": true.\n`,
+    ]);
+    const login = await runCli(["mcp", "login", "secure"], { cwd: w.dir, env: w.env });
+    expect([login.code, login.stderr]).toEqual([
+      2,
+      `agentloop: the token file ${file} is a directory: delete it (rm -r ${file}).\n`,
+    ]);
   });
 
   it("checks the oauth settings of the config, one line per problem", async () => {
@@ -278,6 +297,13 @@ describe("bad input, each one clear line and no secret", { timeout: 60_000 }, ()
     expect((await runCli(["tools"], { cwd: key.dir, env: key.env })).stderr).toBe(
       `agentloop: MCP server 's' (agentloop.json) failed to start: its private key ${join(key.dir, "missing.pem")} cannot be read (ENOENT). Check its "oauth.privateKeyFile", or mark it "optional": true.\n`,
     );
+    // A relative key file is found next to its config file, wherever agentloop runs.
+    mkdirSync(join(key.dir, "elsewhere"));
+    const moved = await runCli(["tools", "--config", "../agentloop.json"], {
+      cwd: join(key.dir, "elsewhere"),
+      env: key.env,
+    });
+    expect(moved.stderr).toContain(`its private key ${join(key.dir, "missing.pem")} cannot be read`);
   });
 
   it("mcp login names an unknown server and one that cannot sign in", async () => {
@@ -286,6 +312,11 @@ describe("bad input, each one clear line and no secret", { timeout: 60_000 }, ()
       fixed: { url: "http://127.0.0.1:9/mcp", headers: { Authorization: "Bearer x" } },
     });
     mkdirSync(join(w.dir, "sub"));
+    const none = await runCli(["mcp", "login", "nope"], { cwd: join(w.dir, "sub"), env: w.env });
+    expect([none.code, none.stderr]).toEqual([
+      2,
+      `agentloop: no config file found (agentloop.json in the working directory), so no MCP server 'nope': create one with {"mcpServers": {"nope": {"url": "https://…"}}}, or pass --config <file>.\n`,
+    ]);
     const unknown = await runCli(["mcp", "login", "nope"], { cwd: w.dir, env: w.env });
     expect([unknown.code, unknown.stderr]).toEqual([
       2,

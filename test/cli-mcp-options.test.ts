@@ -47,9 +47,7 @@ describe('per-server "tools" filters', () => {
     });
     const run = await runCli(["tools", "--json", "--no-builtin-tools"], { cwd: dir });
     expect(run.stderr).toBe("");
-    const listed = (JSON.parse(run.stdout) as { name: string; kind: string }[]).filter(
-      (t) => t.kind === "tool",
-    );
+    const listed = JSON.parse(run.stdout) as { name: string }[];
     expect(listed.map((t) => t.name)).toEqual([
       "echo",
       "get-annotated-message",

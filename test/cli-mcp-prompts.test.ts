@@ -1,4 +1,4 @@
-// MCP prompts (server-everything's) through the library, `agentloop tools` and `/name` in
+// MCP prompts (server-everything's) through the library, `agentloop tools`, `agentloop mcp prompts` and `/name` in
 // `agentloop chat`; and a server's request for input answered in the chat.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -65,26 +65,31 @@ describe("MCP prompts", () => {
     }
   }, 30_000);
 
-  it("are listed by agentloop tools after the tools", async () => {
+  it("are listed by agentloop tools after the tools, and by agentloop mcp prompts; tools --json keeps only tools", async () => {
     const { cwd } = await workspace();
-    const json = await runCli(["tools", "--json"], { cwd });
-    const prompts = (JSON.parse(json.stdout) as { kind: string; name: string }[]).filter(
-      (t) => t.kind === "prompt",
-    );
+    const listing =
+      "/simple-prompt (mcp:everything)\n  A prompt with no arguments\n/args-prompt city state? (mcp:everything)\n";
+    const text = await runCli(["tools"], { cwd });
+    expect(text.stdout).toContain(`\nPrompts (/name in agentloop chat):\n${listing}`);
+    // Scripts read every entry of `tools --json` as a tool: name, source, description, parameters.
+    const tools = JSON.parse((await runCli(["tools", "--json"], { cwd })).stdout) as object[];
+    expect(tools.length).toBeGreaterThan(5);
+    for (const tool of tools) {
+      expect(Object.keys(tool)).toEqual(["name", "source", "description", "parameters"]);
+    }
+    const plain = await runCli(["mcp", "prompts"], { cwd });
+    expect(plain.stdout.slice(0, listing.length)).toBe(listing);
+    const json = await runCli(["mcp", "prompts", "--json"], { cwd });
+    const prompts = JSON.parse(json.stdout) as { name: string }[];
     expect(prompts[1]).toEqual({
       name: "args-prompt",
       source: "mcp:everything",
-      kind: "prompt",
       description: "A prompt with two arguments, one required and one optional",
       arguments: [
         { name: "city", description: "Name of the city", required: true },
         { name: "state", required: false },
       ],
     });
-    const text = await runCli(["tools"], { cwd });
-    expect(text.stdout).toContain(
-      "\nPrompts (/name in agentloop chat):\n/simple-prompt (mcp:everything)\n  A prompt with no arguments\n/args-prompt city state? (mcp:everything)\n",
-    );
   }, 30_000);
 
   it("run as /name key=value in agentloop chat; a missing required argument or an unknown one is one line", async () => {

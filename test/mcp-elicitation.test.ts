@@ -98,13 +98,21 @@ describe("onElicitation", () => {
     const nested = { type: "object", properties: { address: { type: "object", properties: {} } } };
     const notObject = { type: "string" };
     const badRequired = { type: "object", properties: { a: { type: "string" } }, required: ["b"] };
-    for (const form of [nested, notObject, badRequired]) {
+    // Defaults that do not fit their own field: the server's mistake, named as such.
+    const wrongType = { type: "object", properties: { age: { type: "integer", default: "ten" } } };
+    const notAChoice = {
+      type: "object",
+      properties: { color: { type: "string", enum: ["red", "green"], default: "purple" } },
+    };
+    for (const form of [nested, notObject, badRequired, wrongType, notAChoice]) {
       expect(await call(toolset, "ask", { message: "Where?", form })).toBe('{"action":"decline"}');
     }
     expect(warnings).toEqual([
       "MCP server 'probe' asked for input with a form MCP does not allow (field 'address' is a nested object; forms hold only flat string, number, integer, boolean and enum fields): declined.",
       'MCP server \'probe\' asked for input with a form MCP does not allow (the form is of type "string", not "object"; forms hold only flat string, number, integer, boolean and enum fields): declined.',
       "MCP server 'probe' asked for input with a form MCP does not allow (required field 'b' is not one of its fields): declined.",
+      `MCP server 'probe' asked for input with a form whose own default does not fit ('age' defaults to "ten", which must be a number): declined.`,
+      `MCP server 'probe' asked for input with a form whose own default does not fit ('color' defaults to "purple", which must be one of red, green): declined.`,
     ]);
   });
 

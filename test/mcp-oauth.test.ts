@@ -34,6 +34,27 @@ describe("connectMcpServers with oauth", () => {
     expect(shown).toHaveLength(1);
   });
 
+  it("gives up a sign-in waiting for the browser once its signal aborts, closing the callback", async () => {
+    const as = await startOAuthServer();
+    const controller = new AbortController();
+    let callback = "";
+    // The browser opens, and the person walks away: Ctrl+C.
+    const openUrl = (url: string) => {
+      callback = new URL(url).searchParams.get("redirect_uri") ?? "";
+      setImmediate(() => controller.abort());
+    };
+    const connecting = connectMcpServers(
+      { secure: { url: as.url } },
+      { oauth: { store: memoryTokenStore(), openUrl }, signal: controller.signal },
+    );
+    await expect(connecting).rejects.toMatchObject({
+      code: "aborted",
+      message: "sign-in to MCP server 'secure' cancelled.",
+    });
+    expect(callback).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/callback$/);
+    await expect(fetch(callback)).rejects.toThrow(); // nothing listens there any more
+  });
+
   it("a call that finds the sign-in gone, with nobody to sign in, is an error result naming mcp login", async () => {
     const as = await startOAuthServer();
     const store = memoryTokenStore();

@@ -15,6 +15,7 @@ import {
 } from "./chat-prompts.js";
 import type { CliFlags } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
+import { interruptible } from "./interrupt.js";
 import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
 import { type LoadedTools, STOP_SIGNALS, settingsFrom, setupAgent } from "./run.js";
 import {
@@ -100,11 +101,11 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       note: (line) => process.stderr.write(`${line}\n`),
       hint: "nobody can answer it here (chat in a terminal to be asked, or pass --yes to accept a form whose required fields have defaults)",
     });
-    const { agent, loaded, close } = await setupAgent(flags, {
-      settings,
-      onElicitation,
-      ...(onApproval && { onApproval }),
-    });
+    // Ctrl+C while the MCP servers start (a sign-in in the browser included) gives up at once.
+    const { agent, loaded, close } = await interruptible(
+      (signal) => setupAgent(flags, { settings, onElicitation, signal, ...(onApproval && { onApproval }) }),
+      (made) => made.close(),
+    );
     try {
       if (!stopped) await converse(settings.model, agent, loaded);
     } finally {

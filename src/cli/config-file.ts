@@ -1,11 +1,12 @@
 import { homedir } from "node:os";
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { parseEnv } from "node:util";
 import type { z } from "zod";
 import { AgentloopError } from "../core/errors.js";
 import type { McpOAuthConfig, McpServerConfig } from "../mcp/config.js";
 import { type Zod, zod } from "../tools/zod.js";
 import { readConfigText, readConfigTextSync } from "./read-config.js";
+import { closest } from "./suggest.js";
 
 /**
  * The config file's schemas, built when a config file is read: zod is not loaded, nor are the
@@ -177,7 +178,7 @@ export async function loadConfigFile(
     const key = mcpServers ? "mcpServers" : "servers";
     config.mcpServers = {};
     for (const [server, entry] of Object.entries(entries)) {
-      config.mcpServers[server] = serverEntry(entry, `${key}.${server}`, name, cwd, notes);
+      config.mcpServers[server] = serverEntry(entry, `${key}.${server}`, { name, path, cwd }, notes);
     }
   }
   return { path, name, config, notes };
@@ -187,10 +188,10 @@ export async function loadConfigFile(
 function serverEntry(
   entry: Record<string, unknown>,
   where: string,
-  file: string,
-  cwd: string,
+  source: { name: string; path: string; cwd: string },
   notes: string[],
 ): McpServerConfig {
+  const { name: file, cwd } = source;
   const { stdioEntry, httpEntry, oauthEntry } = configSchemas();
   const schema = "command" in entry ? stdioEntry : "url" in entry ? httpEntry : undefined;
   if (!schema) {
@@ -199,13 +200,29 @@ function serverEntry(
       `'${where}' in ${file} needs "command" (a local server) or "url" (a remote one).`,
     );
   }
+  if ("command" in entry && "url" in entry) {
+    throw new AgentloopError(
+      "config",
+      `'${where}' in ${file} has both "command" and "url": keep "command" for a local server or "url" for a remote one.`,
+    );
+  }
+  const local = schema === stdioEntry;
+  // A key of the other kind of server: say which kind it belongs to, rather than "unknown key".
+  const own: readonly string[] = schema.keyof().options;
+  const other: readonly string[] = (local ? httpEntry : stdioEntry).keyof().options;
+  const misplaced = Object.keys(entry).find((key) => other.includes(key) && !own.includes(key));
+  if (misplaced !== undefined) {
+    throw new AgentloopError(
+      "config",
+      local
+        ? `'${where}.${misplaced}' in ${file} applies only to remote servers (with a "url"); this one runs a "command": remove it.`
+        : `'${where}.${misplaced}' in ${file} applies only to local servers (with a "command"); this one is reached at a "url": remove it.`,
+    );
+  }
   const parsed = schema.safeParse(entry);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const keys =
-      issue?.path[0] === "oauth"
-        ? oauthEntry.keyof().options
-        : [...new Set([...stdioEntry.keyof().options, ...httpEntry.keyof().options])];
+    const keys = issue?.path[0] === "oauth" ? oauthEntry.keyof().options : own;
     throw new AgentloopError("config", describeIssue(issue, file, keys, where, issue?.path.length === 1));
   }
   for (const key of Object.keys(IGNORED)) {
@@ -228,7 +245,8 @@ function serverEntry(
         `'${where}.url' in ${file} must be an http:// or https:// URL, got '${url}'.`,
       );
     }
-    const oauth = oauthOf(parsed.data, `${where}.oauth`, file, cwd);
+    // A key file goes with its config file (as in a copied or shared config), wherever agentloop runs.
+    const oauth = oauthOf(parsed.data, `${where}.oauth`, file, dirname(source.path));
     return {
       url,
       ...(type && { type }),
@@ -249,12 +267,12 @@ function serverEntry(
   };
 }
 
-/** The `oauth` of a remote entry, its key file resolved against `cwd`: one line per bad combination. */
+/** The `oauth` of a remote entry, its key file resolved against `dir`: one line per bad combination. */
 function oauthOf(
   entry: z.infer<Schemas["httpEntry"]>,
   where: string,
   file: string,
-  cwd: string,
+  dir: string,
 ): McpOAuthConfig | undefined {
   const { oauth, headers } = entry;
   if (!oauth) return undefined;
@@ -279,7 +297,7 @@ function oauthOf(
     );
   return {
     ...oauth,
-    ...(oauth.privateKeyFile !== undefined && { privateKeyFile: resolve(cwd, oauth.privateKeyFile) }),
+    ...(oauth.privateKeyFile !== undefined && { privateKeyFile: resolve(dir, oauth.privateKeyFile) }),
   };
 }
 
@@ -352,45 +370,6 @@ function unknownKeys(shown: string[], keys: string[], candidates: readonly strin
   }
   const hints = fixes.map(([key, fix]) => `'${key}' → '${fix}'`).join(", ");
   return `unknown keys ${quoted(shown)} in ${file}: remove them or fix their spelling${hints ? ` (${hints})` : ""}.`;
-}
-
-/** The known key a misspelt one most likely meant: the same ignoring case, `_` and `-`, or a letter or two away. */
-export function closest(key: string, candidates: readonly string[]): string | undefined {
-  const plain = (s: string) => s.toLowerCase().replace(/[_-]/g, "");
-  const limit = key.length <= 4 ? 1 : 2;
-  let best: string | undefined;
-  let bestDistance = Number.POSITIVE_INFINITY;
-  for (const candidate of candidates) {
-    const distance = editDistance(plain(key), plain(candidate));
-    if (distance <= limit && distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
-  return best;
-}
-
-/** Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`. */
-function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) =>
-    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : i)),
-  );
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const row = d[i] as number[];
-      const above = d[i - 1] as number[];
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      row[j] = Math.min(
-        (above[j] as number) + 1,
-        (row[j - 1] as number) + 1,
-        (above[j - 1] as number) + cost,
-      );
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
-        row[j] = Math.min(row[j] as number, ((d[i - 2] as number[])[j - 2] as number) + 1);
-      }
-    }
-  }
-  return (d[a.length] as number[])[b.length] as number;
 }
 
 class ReservedKey extends Error {}

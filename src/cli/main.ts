@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import type { CliFlags } from "./config.js";
-import { USAGE_ERROR } from "./render.js";
+import { EXIT_CODES, USAGE_ERROR } from "./render.js";
 import type { ServeFlags } from "./serve.js";
 import type { SessionsFlags } from "./sessions.js";
 
@@ -159,41 +159,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     .action(async (flags: CliFlags) => {
       refuse(flags, "tools", ["session", "resume", "approve", "deny", "yes"]);
       refuseImage(flags, "tools");
-      const { loadTools, settingsFrom } = await import("./run.js");
-      const loaded = await loadTools(await settingsFrom(flags), flags.verbose === true);
-      try {
-        const sources = loaded.sources();
-        const listed = loaded.tools().map(({ name, description, parameters }, i) => ({
-          name,
-          source: sources[i] ?? "local",
-          kind: "tool",
-          description,
-          parameters,
-        }));
-        // MCP prompts follow the tools: `/name` in agentloop chat.
-        const prompts = loaded.prompts().map((p) => ({
-          name: p.name,
-          source: `mcp:${p.server}`,
-          kind: "prompt",
-          description: p.description ?? p.title ?? "",
-          arguments: p.arguments,
-        }));
-        if (flags.json) process.stdout.write(`${JSON.stringify([...listed, ...prompts], null, 2)}\n`);
-        else {
-          for (const t of listed) {
-            process.stdout.write(
-              `${t.name} (${t.source})\n  ${t.description}\n  ${JSON.stringify(t.parameters)}\n`,
-            );
-          }
-          if (prompts.length > 0) process.stdout.write("\nPrompts (/name in agentloop chat):\n");
-          for (const p of prompts) {
-            const args = p.arguments.map((a) => `${a.name}${a.required ? "" : "?"}`).join(" ");
-            process.stdout.write(`/${p.name}${args ? ` ${args}` : ""} (${p.source})\n  ${p.description}\n`);
-          }
-        }
-      } finally {
-        await loaded.close();
-      }
+      const { listTools } = await import("./tools.js");
+      exitCode = await listTools(flags);
     });
 
   withCommonOptions(program.command("chat"))
@@ -260,7 +227,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       exitCode = await removeSession(id, flags);
     });
 
-  const mcp = program.command("mcp").description("remote MCP servers: login <server>");
+  const mcp = program.command("mcp").description("MCP servers: login <server>, prompts");
   mcp
     .command("login")
     .description(
@@ -271,6 +238,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     .action(async (server: string, flags: { config?: string }) => {
       const { mcpLogin } = await import("./mcp-login.js");
       exitCode = await mcpLogin(server, flags);
+    });
+
+  mcp
+    .command("prompts")
+    .description("list the MCP servers' prompts (/name in agentloop chat)")
+    .option("--config <file>", "config file (default ./agentloop.json when present)")
+    .option("--json", "print JSON")
+    .action(async (flags: { config?: string; json?: boolean }) => {
+      const { listPrompts } = await import("./tools.js");
+      exitCode = await listPrompts(flags);
     });
 
   for (const command of [...program.commands, ...sessions.commands, ...mcp.commands]) {
@@ -287,7 +264,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     if (error instanceof AgentloopError) {
       process.stderr.write(`agentloop: ${error.message}\n`);
-      return USAGE_ERROR;
+      // Ctrl+C before the run started (e.g. during a sign-in in the browser): the exit of an aborted run.
+      return error.code === "aborted" ? EXIT_CODES.aborted : USAGE_ERROR;
     }
     process.stderr.write(`agentloop: unexpected error: ${errorMessage(error)}\n`);
     return 1;

@@ -2,8 +2,9 @@ import { AgentloopError } from "../core/errors.js";
 import { isHttpConfig } from "../mcp/config.js";
 import { openInBrowser } from "../mcp/oauth-browser.js";
 import { signInKey } from "../mcp/oauth-provider.js";
-import { fileTokenStore } from "../mcp/oauth-store.js";
+import { fileTokenStore, TokenStoreError } from "../mcp/oauth-store.js";
 import { loadConfigFile } from "./config.js";
+import { interruptible } from "./interrupt.js";
 
 /**
  * How the CLI lets a person sign in: the line and the URL on stderr, the URL opened with
@@ -21,7 +22,13 @@ export function browserSignIn(url: string, message: string): void {
  * sign-in, forgetting the stored tokens), so later runs, even without a terminal, have a token.
  */
 export async function mcpLogin(server: string, flags: { config?: string }): Promise<number> {
-  const { config, name, notes } = await loadConfigFile(flags.config);
+  const { config, name, notes, path } = await loadConfigFile(flags.config);
+  if (path === undefined) {
+    throw new AgentloopError(
+      "usage",
+      `no config file found (agentloop.json in the working directory), so no MCP server '${server}': create one with {"mcpServers": {"${server}": {"url": "https://…"}}}, or pass --config <file>.`,
+    );
+  }
   for (const note of notes) process.stderr.write(`agentloop: note: ${note}\n`);
   const servers = config.mcpServers ?? {};
   const entry = servers[server];
@@ -50,11 +57,21 @@ export async function mcpLogin(server: string, flags: { config?: string }): Prom
   const stored = await store.load(key).catch(() => undefined);
   // A new sign-in: the tokens go, and so does the trust in a configured client's authorization server.
   const keep = stored?.client && stored.client.client_id !== entry.oauth?.clientId;
-  await store.save(key, { url: entry.url, ...(keep && { client: stored.client }) });
+  try {
+    await store.save(key, { url: entry.url, ...(keep && { client: stored.client }) });
+  } catch (error) {
+    if (!(error instanceof TokenStoreError)) throw error;
+    throw new AgentloopError("config", `${error.reason}: ${lowerFirst(error.fix)}.`);
+  }
   const { connectMcpServers } = await import("../mcp/index.js");
-  const toolset = await connectMcpServers(
-    { [server]: entry },
-    { configFile: name, onWarning: warn, oauth: { store, openUrl: browserSignIn } },
+  // Ctrl+C while the browser is open ends the sign-in at once (exit 130, one line).
+  const toolset = await interruptible(
+    (signal) =>
+      connectMcpServers(
+        { [server]: entry },
+        { configFile: name, onWarning: warn, oauth: { store, openUrl: browserSignIn }, signal },
+      ),
+    (made) => made.close(),
   );
   const tools = toolset.tools().length;
   await toolset.close();
@@ -66,3 +83,5 @@ export async function mcpLogin(server: string, flags: { config?: string }): Prom
   );
   return 0;
 }
+
+const lowerFirst = (text: string) => text.charAt(0).toLowerCase() + text.slice(1);

@@ -14,6 +14,7 @@ import { approvalLine, approvalRules, askOnStderr, terminalApprover } from "./ap
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
 import { readImages, readOutputSchema } from "./inputs.js";
+import { STOP_SIGNALS } from "./interrupt.js";
 import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
 import {
   checkSessionId,
@@ -125,14 +126,15 @@ export interface LoadedTools {
 }
 
 /**
- * Starts the configured MCP servers (in parallel) and gathers the tools. Warnings go to stderr.
- * `onElicitation` answers the servers' requests for input (default: declined).
+ * Starts the configured MCP servers (in parallel) and gathers the tools. Warnings go to stderr
+ * (server logs too with `verbose`). `onElicitation` answers the servers' requests for input
+ * (default: declined); `signal` gives up the start (rejects with `AgentloopError("aborted")`).
  */
 export async function loadTools(
   settings: Settings,
-  verbose = false,
-  onElicitation?: ElicitationHandler,
+  options: { verbose?: boolean; onElicitation?: ElicitationHandler; signal?: AbortSignal } = {},
 ): Promise<LoadedTools> {
+  const { verbose, onElicitation, signal } = options;
   const local = localTools(settings);
   const sources = local.map(() => "local");
   if (Object.keys(settings.mcpServers).length === 0) {
@@ -156,6 +158,7 @@ export async function loadTools(
     ...(process.stderr.isTTY === true && { oauth: { openUrl: browserSignIn } }),
     reservedNames: reserved,
     ...(onElicitation && { onElicitation }),
+    ...(signal && { signal }),
     ...(settings.configFile !== undefined && { configFile: settings.configFile }),
     onWarning: (message) => process.stderr.write(`agentloop: warning: ${message}\n`),
     ...(verbose && {
@@ -181,11 +184,18 @@ export async function setupAgent(
     settings?: Settings;
     onApproval?: AgentOptions["onApproval"];
     onElicitation?: ElicitationHandler;
+    /** Gives up starting the MCP servers (Ctrl+C), a sign-in in the browser included. */
+    signal?: AbortSignal;
   } = {},
 ): Promise<{ settings: Settings; agent: AnyAgent; loaded: LoadedTools; close(): Promise<void> }> {
   const settings = options.settings ?? (await settingsFrom(flags));
   const model = await createModel(settings);
-  const loaded = await loadTools(settings, flags.verbose === true, options.onElicitation);
+  const { onElicitation, signal } = options;
+  const loaded = await loadTools(settings, {
+    verbose: flags.verbose === true,
+    ...(onElicitation && { onElicitation }),
+    ...(signal && { signal }),
+  });
   try {
     return {
       settings,
@@ -200,7 +210,7 @@ export async function setupAgent(
 }
 
 /** Signals that stop a run like Ctrl+C: the run is aborted, its last event printed, its MCP servers closed. */
-export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+export { STOP_SIGNALS };
 
 /**
  * `agentloop run`: one task, or (with `--session`) the session's next step: a new prompt, the
@@ -212,7 +222,8 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
   // Without a session the flags alone say whether the command makes sense: fail before starting anything.
   if (flags.session === undefined) planRun(undefined, { ...request(prompt, flags), canDecide: true });
   const images = readImages(flags.image);
-  // Listening from the start: a signal during MCP startup still ends in one `aborted` turn_complete.
+  // Listening from the start: a signal while the MCP servers start (or wait for a sign-in in the
+  // browser) gives up their start at once (exit 130, one line); later, it aborts the run.
   const controller = new AbortController();
   const onSignal = () => {
     // A second signal stops at once; the MCP children are ended on exit (mcp/children.ts).
@@ -266,6 +277,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
           });
     const { agent, close } = await setupAgent(flags, {
       settings,
+      signal: controller.signal,
       ...(onElicitation && { onElicitation }),
       ...(onApproval && { onApproval }),
     });

@@ -6,6 +6,7 @@ import { createApp } from "../server/app.js";
 import type { SessionStore } from "../store/types.js";
 import type { CliFlags, Settings } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
+import { interruptible } from "./interrupt.js";
 import { settingsFrom, setupAgent } from "./run.js";
 import { describeStore, isPostgresUrl, leaseFromEnv, openStore } from "./store.js";
 
@@ -98,11 +99,15 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     note: (line) => process.stderr.write(`${line}\n`),
     hint: `the server cannot ask anyone (set "elicitation": "accept-defaults" in ${configured.configFile ?? "agentloop.json"} to accept forms whose required fields have defaults)`,
   });
+  // Ctrl+C while the MCP servers start (a sign-in in the browser included) gives up at once.
   const {
     settings,
     agent,
     close: closeAgent,
-  } = await setupAgent(flags, { settings: configured, onElicitation });
+  } = await interruptible(
+    (signal) => setupAgent(flags, { settings: configured, onElicitation, signal }),
+    (made) => made.close(),
+  );
   let store: SessionStore | undefined;
   try {
     store = await serverStore(settings, flags);

@@ -6,7 +6,7 @@ import { defineTool, type JsonSchema, type Tool, type ToolContext } from "../too
 import { isHttpConfig, type McpServerConfig, type McpTransportKind } from "./config.js";
 import { McpConnection } from "./connection.js";
 import type { ElicitationHandler } from "./elicitation.js";
-import { StartFailure } from "./failure.js";
+import { StartCancelled, StartFailure } from "./failure.js";
 import { assignToolNames } from "./names.js";
 import { McpOAuthProvider } from "./oauth-provider.js";
 import { fileTokenStore, type McpTokenStore } from "./oauth-store.js";
@@ -48,6 +48,12 @@ export interface ConnectMcpOptions {
    * then use these instead of the directories in their arguments.
    */
   roots?: readonly McpRoot[];
+  /**
+   * Gives up starting the servers (Ctrl+C): a server still connecting, or waiting for a person to
+   * sign in in the browser, stops at once, every server is closed and `connectMcpServers` rejects
+   * with `AgentloopError("aborted")`. Servers that had all started by then are returned as usual.
+   */
+  signal?: AbortSignal;
   /**
    * OAuth sign-ins of remote servers (every `url` server without an `Authorization` header, as in
    * Claude Code and VS Code; `oauth` in its config tunes it).
@@ -123,6 +129,7 @@ const DEFAULT_STARTUP_TIMEOUT_MS = 30_000;
 
 /**
  * Starts every server in parallel and lists their tools.
+ * @throws AgentloopError("aborted") when `options.signal` aborted the start.
  * @throws AgentloopError("mcp_start") naming the first server (in configuration order) that is
  * not `optional` and failed to start or to list its tools, after closing the others: one line
  * with the config file, the true cause (command not found, exit code and last stderr lines, HTTP
@@ -174,7 +181,22 @@ export async function connectMcpServers(
   );
   const failed = new Map<McpConnection, string>();
   const fixes = new Map<McpConnection, string>();
-  const results = await Promise.allSettled(connections.map((connection) => connection.start()));
+  const results = await Promise.allSettled(connections.map((connection) => connection.start(options.signal)));
+  const cancelled = results.flatMap((result, index) =>
+    result.status === "rejected" && result.reason instanceof StartCancelled
+      ? [{ connection: connections[index] as McpConnection, signingIn: result.reason.signingIn }]
+      : [],
+  );
+  if (cancelled.length > 0) {
+    await Promise.all(connections.map((connection) => connection.close()));
+    const signIn = cancelled.find((c) => c.signingIn)?.connection;
+    throw new AgentloopError(
+      "aborted",
+      signIn
+        ? `sign-in to MCP server '${signIn.name}' cancelled.`
+        : `cancelled while MCP server '${cancelled[0]?.connection.name}' was starting.`,
+    );
+  }
   results.forEach((result, index) => {
     if (result.status === "fulfilled") return;
     const connection = connections[index] as McpConnection;

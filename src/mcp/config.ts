@@ -73,7 +73,10 @@ export interface McpOAuthConfig {
   clientId?: string;
   /** The registered client's secret (`client_secret_basic` or `_post`, as the server supports). */
   clientSecret?: string;
-  /** A PEM private key (RSA, EC or Ed25519) for `private_key_jwt` client authentication. */
+  /**
+   * A PEM private key (RSA, EC or Ed25519) for `private_key_jwt` client authentication. A relative
+   * path is read from the working directory (in agentloop.json: from the config file's directory).
+   */
   privateKeyFile?: string;
   /**
    * `authorization_code` (default): a person signs in with a browser. `client_credentials`: a

@@ -12,12 +12,12 @@ import {
   ToolListChangedNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../core/errors.js";
-import { redactSecrets } from "../core/redact.js";
 import { globMatcher } from "../tools/glob.js";
 import type { ToolProgress } from "../tools/tool.js";
 import type { McpServerConfig, McpTransportKind } from "./config.js";
 import type { ElicitationHandler } from "./elicitation.js";
-import { describeFailure, StartFailure, StartupTimeout } from "./failure.js";
+import { describeFailure, redactConfig, StartCancelled, StartFailure, startup } from "./failure.js";
+import { SignInCancelled } from "./oauth-errors.js";
 import type { McpOAuthProvider } from "./oauth-provider.js";
 import { answerServerRequests, CLIENT_CAPABILITIES, type McpRoot } from "./server-requests.js";
 import { StdioTransport } from "./stdio.js";
@@ -102,10 +102,11 @@ export class McpConnection {
 
   /**
    * Connects and lists the tools within the startup timeout.
-   * Rejects with a `StartFailure`: a one-line reason and what to check.
+   * Rejects with a `StartFailure`: a one-line reason and what to check; with a `StartCancelled`
+   * once `signal` aborts (a sign-in waiting for the browser ends at once).
    */
-  start(): Promise<void> {
-    this.starting ??= this.open().finally(() => {
+  start(signal?: AbortSignal): Promise<void> {
+    this.starting ??= this.open(signal).finally(() => {
       this.starting = undefined;
     });
     return this.starting;
@@ -198,27 +199,31 @@ export class McpConnection {
    * Connects, then lists the tools, each within the startup timeout. A sign-in in the browser
    * happens between attempts, so a person's time does not count against it.
    */
-  private async open(): Promise<void> {
+  private async open(signal: AbortSignal | undefined): Promise<void> {
     const { startupTimeoutMs, oauth } = this.options;
     this.stderrTail = "";
     try {
       await oauth?.load();
       const { client, kind } = await this.signedIn(
         () =>
-          this.timed(
+          startup(
             openClient(this.config, (transport) => this.attach(transport), {
               onStderr: (text) => this.onStderr(text),
               oauth,
             }),
+            startupTimeoutMs,
+            signal,
           ),
         () => this.opening?.transport,
+        signal,
       );
       const opened = this.opening;
       const tools = await this.signedIn(
-        () => this.timed(listAllTools(client, startupTimeoutMs)),
+        () => startup(listAllTools(client, startupTimeoutMs), startupTimeoutMs, signal),
         () => opened?.transport,
+        signal,
       );
-      const prompts = await this.timed(this.listPrompts(client));
+      const prompts = await startup(this.listPrompts(client), startupTimeoutMs, signal);
       if (this.state === "closed") throw new Error("the connection was closed while starting");
       this.link = opened;
       this.kind = kind;
@@ -228,22 +233,13 @@ export class McpConnection {
     } catch (error) {
       const opening = this.opening;
       await closeClient(opening?.client, opening?.transport);
+      if (signal?.aborted)
+        throw new StartCancelled(error instanceof SignInCancelled || oauth?.awaitingBrowser === true);
       const { reason, fix } = this.describe(error, opening?.transport, "start");
       throw new StartFailure(reason, fix ?? "Check its configuration");
     } finally {
       this.opening = undefined;
     }
-  }
-
-  /** `work`, or a `StartupTimeout` when it takes longer than the startup timeout. */
-  private timed<T>(work: Promise<T>): Promise<T> {
-    const ms = this.options.startupTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new StartupTimeout(ms)), ms);
-    });
-    work.catch(() => {});
-    return Promise.race([work, expired]).finally(() => clearTimeout(timer));
   }
 
   /**
@@ -322,7 +318,7 @@ export class McpConnection {
       : describeFailure(error, { config: this.config, transport, stderr: this.stderrTail, phase });
     return {
       ...failure,
-      reason: this.redact(failure.reason),
+      reason: redactConfig(this.config, failure.reason),
     };
   }
 
@@ -384,23 +380,6 @@ export class McpConnection {
     this.stderrTail = (this.stderrTail + text).slice(-2000);
     if (!this.options.onStderr) return;
     for (const line of text.split(/\r?\n/)) if (line.trim() !== "") this.options.onStderr(line);
-  }
-
-  /** Hides header values and secret-looking env values (keys, tokens, passwords) of the config. */
-  private redact(text: string): string {
-    const config = this.config as {
-      env?: Record<string, string>;
-      headers?: Record<string, string>;
-      oauth?: { clientSecret?: string };
-    };
-    const secretEnv = Object.entries(config.env ?? {}).filter(([key]) =>
-      /key|token|secret|pass|auth|credential/i.test(key),
-    );
-    return redactSecrets(text, [
-      config.oauth?.clientSecret,
-      ...Object.values(config.headers ?? {}),
-      ...secretEnv.map(([, value]) => value),
-    ]);
   }
 }
 

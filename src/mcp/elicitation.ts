@@ -70,8 +70,12 @@ export async function answerElicitation(
   const params = parsed.success ? parsed.data.params : undefined;
   if (params?.mode === "url")
     return decline("asked to open a web page for input, which agentloop does not do");
+  // A default that does not fit its own field is the server's mistake, whatever else the form says.
+  const raw = (request as { params?: { requestedSchema?: { properties?: unknown } } } | undefined)?.params;
+  const badDefault = defaultProblem(raw?.requestedSchema?.properties);
+  if (badDefault !== undefined)
+    return decline(`asked for input with a form whose own default does not fit (${badDefault})`);
   if (!params || !("requestedSchema" in params)) {
-    const raw = (request as { params?: unknown } | undefined)?.params;
     return decline(`asked for input with a form MCP does not allow (${formProblem(raw)}; ${FORMS_ALLOWED})`);
   }
   const form = params.requestedSchema;
@@ -192,6 +196,23 @@ const FORMATS: Record<string, (value: string) => boolean> = {
   date: (v) => /^\d{4}-\d{2}-\d{2}$/.test(v) && !Number.isNaN(Date.parse(v)),
   "date-time": (v) => /^\d{4}-\d{2}-\d{2}T/.test(v) && !Number.isNaN(Date.parse(v)),
 };
+
+/**
+ * The first field whose `default` does not fit the field itself (its type, choices, range), in a
+ * few words: "'age' defaults to "ten", which must be a number"; undefined when every default fits.
+ */
+function defaultProblem(properties: unknown): string | undefined {
+  if (typeof properties !== "object" || properties === null) return undefined;
+  for (const [name, field] of Object.entries(properties)) {
+    if (typeof field !== "object" || field === null || !("default" in field)) continue;
+    const { default: value, ...rest } = field as { default: unknown };
+    const plain = PrimitiveSchemaDefinitionSchema.safeParse(rest);
+    if (!plain.success) continue; // the field itself is wrong: formProblem says so
+    const problem = valueProblem(plain.data, value);
+    if (problem !== undefined) return `'${name}' defaults to ${JSON.stringify(value)}, which ${problem}`;
+  }
+  return undefined;
+}
 
 /** What is wrong with a form the SDK's schema refused, in a few words. */
 function formProblem(params: unknown): string {

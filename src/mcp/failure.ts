@@ -4,6 +4,7 @@ import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamable
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../core/errors.js";
+import { redactSecrets } from "../core/redact.js";
 import { isHttpConfig, isStdioConfig, type McpServerConfig } from "./config.js";
 import { formatSize } from "./result.js";
 import { MAX_STDIO_MESSAGE_BYTES, StdioTransport } from "./stdio.js";
@@ -33,6 +34,50 @@ export class StartFailure extends Error {
   ) {
     super(reason);
   }
+}
+
+/** A start given up because the caller's signal aborted; `signingIn`: a sign-in was waiting for the browser. */
+export class StartCancelled extends Error {
+  constructor(readonly signingIn: boolean) {
+    super(signingIn ? "the sign-in was cancelled" : "the start was cancelled");
+  }
+}
+
+/**
+ * `work`, or a `StartupTimeout` when it takes longer than `ms`, or a `StartCancelled` once
+ * `signal` aborts.
+ */
+export function startup<T>(work: Promise<T>, ms: number, signal: AbortSignal | undefined): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort = () => {};
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StartupTimeout(ms)), ms);
+    onAbort = () => reject(new StartCancelled(false));
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener("abort", onAbort, { once: true });
+  });
+  work.catch(() => {});
+  return Promise.race([work, expired]).finally(() => {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
+  });
+}
+
+/** `text` with the config's header values and secret-looking env values (keys, tokens, passwords) hidden. */
+export function redactConfig(config: McpServerConfig, text: string): string {
+  const { env, headers, oauth } = config as {
+    env?: Record<string, string>;
+    headers?: Record<string, string>;
+    oauth?: { clientSecret?: string };
+  };
+  const secretEnv = Object.entries(env ?? {}).filter(([key]) =>
+    /key|token|secret|pass|auth|credential/i.test(key),
+  );
+  return redactSecrets(text, [
+    oauth?.clientSecret,
+    ...Object.values(headers ?? {}),
+    ...secretEnv.map(([, value]) => value),
+  ]);
 }
 
 export interface FailureContext {

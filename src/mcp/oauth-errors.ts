@@ -18,6 +18,9 @@ export class SignInFailure extends Error {
   }
 }
 
+/** A sign-in waiting for the browser that was cancelled (the caller's signal aborted). */
+export class SignInCancelled extends SignInFailure {}
+
 /** What a sign-in's messages name. */
 export interface SignInContext {
   server: string;

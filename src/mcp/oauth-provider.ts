@@ -18,7 +18,8 @@ import { errorMessage } from "../core/errors.js";
 import type { McpOAuthConfig } from "./config.js";
 import { displayUrl } from "./failure.js";
 import { LoopbackCallback } from "./oauth-browser.js";
-import { explainSignInError, SignInFailure } from "./oauth-errors.js";
+import { explainSignInError, SignInCancelled, SignInFailure } from "./oauth-errors.js";
+import { issuerProblem } from "./oauth-issuer.js";
 import { type McpOAuthRecord, type McpTokenStore, TokenStoreError } from "./oauth-store.js";
 
 /** How sign-ins happen in this process. */
@@ -79,6 +80,7 @@ export class McpOAuthProvider implements OAuthClientProvider {
       throw new SignInFailure(error.reason, `${error.fix}, then run \`agentloop mcp login ${this.server}\``);
     }
     if (this.record.tokens) this.why = "expired";
+    else if (this.record.refused) this.why = "refused";
     const { clientId, privateKeyFile } = this.config;
     if (privateKeyFile !== undefined && clientId !== undefined && !this.addClientAuthentication) {
       this.addClientAuthentication = await privateKeyJwt(clientId, privateKeyFile);
@@ -168,6 +170,7 @@ export class McpOAuthProvider implements OAuthClientProvider {
 
   async saveTokens(tokens: OAuthTokens): Promise<void> {
     this.record.tokens = tokens;
+    this.record.refused = undefined;
     this.why = "expired";
     await this.persist();
   }
@@ -191,11 +194,16 @@ export class McpOAuthProvider implements OAuthClientProvider {
     const name = `MCP server '${this.server}'`;
     const message = {
       new: `sign in to ${name} in your browser`,
-      expired: `the sign-in to ${name} has expired: sign in again in your browser`,
-      refused: `the sign-in to ${name} has expired: sign in again in your browser`,
+      expired: `the sign-in to ${name} has expired; signing in again in your browser`,
+      refused: `the sign-in to ${name} has expired; signing in again in your browser`,
       scope: `${name} asks for more permissions (scope '${this.wantedScope}'): sign in again in your browser`,
     }[this.why];
     await open(authorizationUrl.toString(), message);
+  }
+
+  /** A sign-in is under way in the browser: its code has not been taken yet. */
+  get awaitingBrowser(): boolean {
+    return this.pending !== undefined;
   }
 
   saveCodeVerifier(verifier: string): void {
@@ -215,7 +223,10 @@ export class McpOAuthProvider implements OAuthClientProvider {
 
   async invalidateCredentials(scope: "all" | "client" | "tokens" | "verifier" | "discovery"): Promise<void> {
     if (scope === "all" || scope === "tokens") {
-      if (this.record.tokens?.refresh_token !== undefined) this.why = "refused";
+      if (this.record.tokens?.refresh_token !== undefined) {
+        this.why = "refused";
+        this.record.refused = true; // so the next run says so too, though no token is left
+      }
       this.record.tokens = undefined;
     }
     if ((scope === "all" || scope === "client") && this.config.clientId === undefined)
@@ -225,22 +236,27 @@ export class McpOAuthProvider implements OAuthClientProvider {
   }
 
   saveDiscoveryState(state: OAuthDiscoveryState): void {
+    // Called by the SDK's auth() after every discovery, before anything is sent to the server found.
+    const problem = issuerProblem(state);
+    if (problem) throw problem;
     this.serverScopes = state.authorizationServerMetadata?.scopes_supported;
   }
 
   /**
    * The code of the sign-in under way in the browser, once the person has finished it; undefined
-   * when none is under way. Rejects with a `SignInFailure` (refused, timed out, cancelled).
+   * when none is under way. Rejects with a `SignInFailure` (refused, timed out), a
+   * `SignInCancelled` when `signal` aborts.
    */
   async takeCode(signal?: AbortSignal): Promise<string | undefined> {
     const pending = this.pending;
     this.pending = undefined;
     if (!pending) return undefined;
+    const again = `Run \`agentloop mcp login ${this.server}\` to try again`;
     try {
       if (!signal) return await pending;
       let onAbort = () => {};
       const aborted = new Promise<never>((_, reject) => {
-        onAbort = () => reject(new Error("the sign-in was cancelled"));
+        onAbort = () => reject(new SignInCancelled("the sign-in was cancelled", again));
         if (signal.aborted) onAbort();
         else signal.addEventListener("abort", onAbort, { once: true });
       });
@@ -248,7 +264,8 @@ export class McpOAuthProvider implements OAuthClientProvider {
         signal.removeEventListener("abort", onAbort),
       );
     } catch (error) {
-      throw new SignInFailure(errorMessage(error), `Run \`agentloop mcp login ${this.server}\` to try again`);
+      if (error instanceof SignInCancelled) throw error;
+      throw new SignInFailure(errorMessage(error), again);
     }
   }
 

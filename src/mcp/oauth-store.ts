@@ -14,6 +14,8 @@ export interface McpOAuthRecord {
   client?: OAuthClientInformationMixed;
   /** The tokens, stamped with the authorization server that issued them. */
   tokens?: OAuthTokens;
+  /** The authorization server refused the last refresh token: the sign-in expired (until a new one). */
+  refused?: boolean | undefined;
 }
 
 /**
@@ -88,16 +90,16 @@ export function fileTokenStore(
     async load(key) {
       const path = pathOf(key);
       let text: string;
+      let mode: number;
       try {
-        const { mode } = await stat(path);
-        text = await readFile(path, "utf8");
-        if (process.platform !== "win32" && (mode & 0o077) !== 0 && !warned.has(path)) {
-          warned.add(path);
-          options.onWarning?.(
-            `the token file ${path} can be read by other users: run chmod 600 ${path} (agentloop writes it 0600).`,
-          );
+        const stats = await stat(path);
+        if (stats.isDirectory()) {
+          throw new TokenStoreError(`the token file ${path} is a directory`, `Delete it (rm -r ${path})`);
         }
+        mode = stats.mode;
+        text = await readFile(path, "utf8");
       } catch (error) {
+        if (error instanceof TokenStoreError) throw error;
         const code = (error as NodeJS.ErrnoException).code;
         if (code === "ENOENT") return undefined;
         throw new TokenStoreError(
@@ -115,6 +117,13 @@ export function fileTokenStore(
       if (!record.success) {
         throw new TokenStoreError(`the token file ${path} is not one agentloop wrote`, `Delete it`);
       }
+      // Only about a file that is used: one that cannot be used gets its error alone.
+      if (process.platform !== "win32" && (mode & 0o077) !== 0 && !warned.has(path)) {
+        warned.add(path);
+        options.onWarning?.(
+          `the token file ${path} can be read by other users: run chmod 600 ${path} (agentloop writes it 0600).`,
+        );
+      }
       return record.data as McpOAuthRecord;
     },
     async save(key, record) {
@@ -127,6 +136,8 @@ export function fileTokenStore(
       } catch (error) {
         await rm(temporary, { force: true }).catch(() => {});
         const code = (error as NodeJS.ErrnoException).code;
+        if (code === "EISDIR")
+          throw new TokenStoreError(`the token file ${path} is a directory`, `Delete it (rm -r ${path})`);
         throw new TokenStoreError(
           `the token file ${path} cannot be written (${code ?? errorMessage(error)})`,
           `Check the permissions of ${directory}`,

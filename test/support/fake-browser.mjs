@@ -2,9 +2,14 @@
 // redirects (the authorization endpoint's, then to agentloop's loopback callback) as a browser
 // would after the person clicked "Allow". It appends each URL it visits to $FAKE_BROWSER_LOG when
 // set, and with FAKE_BROWSER_STATE set it swaps the state on the way back (a forged redirect).
+// With FAKE_BROWSER_AWAY set it only logs the URL: a person who has not signed in (yet).
 import { appendFileSync } from "node:fs";
 
 let target = process.argv[2] ?? "";
+if (process.env.FAKE_BROWSER_AWAY) {
+  if (process.env.FAKE_BROWSER_LOG) appendFileSync(process.env.FAKE_BROWSER_LOG, `${target}\n`);
+  target = "";
+}
 for (let hop = 0; hop < 10 && target; hop++) {
   if (process.env.FAKE_BROWSER_LOG) appendFileSync(process.env.FAKE_BROWSER_LOG, `${target}\n`);
   const response = await fetch(target, { redirect: "manual" });

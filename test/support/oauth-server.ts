@@ -25,6 +25,13 @@ export interface OAuthTestServer {
 interface Knobs {
   /** The `resource` of the protected resource metadata. Default the MCP endpoint. */
   resource?: string;
+  /** The `issuer` of the authorization server metadata. Default its own URL (the origin). */
+  issuer?: string;
+  /**
+   * False: no protected resource metadata (404), as a 2025-03-26 server: the client falls back to
+   * the MCP server's origin as its authorization server.
+   */
+  resourceMetadata?: false;
   /** Replaces the authorization server metadata. */
   metadata?: Record<string, unknown>;
   /** The `redirect_uris` the registration answers with. Default those asked for. */
@@ -83,7 +90,7 @@ export async function startOAuthServer(knobs: Knobs = {}): Promise<OAuthTestServ
       params,
       ...(req.headers.authorization && { authorization: req.headers.authorization }),
     });
-    if (path === "/.well-known/oauth-protected-resource/mcp") {
+    if (path === "/.well-known/oauth-protected-resource/mcp" && knobs.resourceMetadata !== false) {
       return send(res, 200, {
         resource: knobs.resource ?? `${origin}/mcp`,
         authorization_servers: [origin],
@@ -95,7 +102,7 @@ export async function startOAuthServer(knobs: Knobs = {}): Promise<OAuthTestServ
         res,
         200,
         knobs.metadata ?? {
-          issuer: origin,
+          issuer: knobs.issuer ?? origin,
           authorization_endpoint: `${origin}/authorize`,
           token_endpoint: `${origin}/token`,
           registration_endpoint: `${origin}/register`,
