@@ -81,6 +81,25 @@ describe("a PostgreSQL server that accepts connections and never answers", () =>
   });
 });
 
+describe("the lease of a PostgreSQL store", () => {
+  it("is refused outside 1 s to 1 h, in one line (exit 2), before anything is opened", async () => {
+    for (const value of ["0.001", "100000"]) {
+      expect(await runCli(["serve", "--lease", value])).toMatchObject({
+        code: 2,
+        stderr: `agentloop: option '--lease <s>' argument '${value}' is invalid. --lease must be a number of seconds from 1 to 3600.\n`,
+      });
+    }
+    const env = { AGENTLOOP_DB: "postgres://127.0.0.1:1/sessions", AGENTLOOP_DB_LEASE: "0.001" };
+    expect(await runCli(["sessions"], { env })).toMatchObject({
+      code: 2,
+      stderr:
+        "agentloop: AGENTLOOP_DB_LEASE is '0.001': give the lease in seconds, from 1 to 3600 (default 30).\n",
+    });
+    const error = await rejection(postgresStore("postgres://127.0.0.1:1/sessions", { leaseMs: 1e12 }));
+    expect(error.message).toBe("leaseMs 1000000000000 is out of range: give 100 ms to 1 day (86400000 ms)");
+  });
+});
+
 describe.skipIf(skipReason !== undefined)(
   `PostgreSQL that stops answering mid-run ${skipReason ? `(skipped: ${skipReason})` : ""}`,
   () => {

@@ -23,6 +23,14 @@ const positiveNumber = (name: string) => (value: string) => {
   return n;
 };
 
+/** Seconds of a PostgreSQL lease: renewed every third of it, so below a second it is mostly renewals; above an hour a dead replica's run waits too long. */
+const leaseSeconds = (value: string) => {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n < 1 || n > 3600)
+    throw new InvalidArgumentError("--lease must be a number of seconds from 1 to 3600.");
+  return n;
+};
+
 const port = (value: string) => {
   const n = Number(value);
   if (!/^\d+$/.test(value.trim()) || n > 65535) throw new InvalidArgumentError("--port must be 0-65535.");
@@ -220,8 +228,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     )
     .option(
       "--lease <s>",
-      "PostgreSQL store: seconds a run stays held by a replica that stopped renewing it (default 30)",
-      positiveNumber("--lease"),
+      "PostgreSQL store: seconds a run stays held by a replica that stopped renewing it (1 to 3600, default 30)",
+      leaseSeconds,
     )
     .option("--resume-orphans", "resume interrupted runs of the store by themselves (any replica)")
     .action(async (flags: ServeFlags) => {
