@@ -35,19 +35,41 @@ export function resumeOrphans(o: OrphanOptions): () => void {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let active = 0;
+  /** Orphans this server cannot resume (a state it cannot read, ...): each logged once, then left to others. */
+  const skipped = new Set<string>();
 
   const scan = async () => {
-    const room = o.concurrency - active;
-    if (room <= 0) return;
-    const orphans = await o.store.list({ status: "interrupted", limit: room });
+    if (o.concurrency - active <= 0) return;
+    // Oldest first, so no orphan waits behind newer ones; the skipped ones are listed too, and passed over.
+    const orphans = await o.store.list({
+      status: "interrupted",
+      limit: o.concurrency - active + skipped.size,
+      oldestFirst: true,
+    });
     for (const orphan of orphans) {
-      if (stopped) return;
-      const session = await Session.open(o.store, orphan.id).catch((error: unknown) => {
+      if (stopped || active >= o.concurrency) return;
+      if (skipped.has(orphan.id)) continue;
+      let session: Session;
+      try {
+        session = await Session.open(o.store, orphan.id);
+      } catch (error) {
         // Another replica took it first, or it was removed: not ours.
-        if (error instanceof StoreError && error.code === "session_busy") return undefined;
-        throw error;
-      });
-      if (!session) continue;
+        if (error instanceof StoreError && error.code === "session_busy") continue;
+        // The store failing ends the scan (the next one tries again); a store that answers means this orphan is bad.
+        if (
+          error instanceof StoreError &&
+          !(await o.store.ping().then(
+            () => true,
+            () => false,
+          ))
+        )
+          throw error;
+        skipped.add(orphan.id);
+        o.log(
+          `interrupted run ${orphan.lastRunId ?? "?"} (session ${orphan.id}) cannot be resumed here (${errorMessage(error).replace(/\.$/, "")}): left for a replica that can`,
+        );
+        continue;
+      }
       const last = session.lastRun;
       if (last?.status !== "running") {
         await session.release().catch(() => {});

@@ -361,13 +361,15 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
           ? " WHERE r.status = 'running' AND (s.holder IS NULL OR s.lease_until <= now())"
           : "";
       const limit = filter?.limit === undefined ? "" : ` LIMIT ${Math.max(0, Math.floor(filter.limit))}`;
+      const order = filter?.oldestFirst ? "ASC" : "DESC";
       const rows = await query<Row>(
-        `${SUMMARY}${where} ORDER BY s.updated_at DESC, s.id${where ? limit : ""}`,
+        `${SUMMARY}${where} ORDER BY s.updated_at ${order}, s.id${where ? limit : ""}`,
         [],
       );
+      // Already in the order asked for: `filtered` must not reverse it again.
       return filtered(
         rows.map((row) => summary(row, row.held)),
-        filter,
+        filter && { ...filter, oldestFirst: false },
       );
     },
 

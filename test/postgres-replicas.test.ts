@@ -1,0 +1,112 @@
+// Replicas on one PostgreSQL when things go wrong between them: orphans a replica cannot read (a
+// rolling upgrade), a replica frozen past its lease whose run another took over, a CLI run that
+// loses its lease, and a run resumed by a replica serving another model.
+import { writeFileSync } from "node:fs";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { postgresStore, type RunRecord } from "../src/store/index.js";
+import type { FakeRequest } from "../src/testing/fake-http.js";
+import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
+import { type Postgres, skipReason, startPostgres } from "./support/postgres.js";
+import { chat, messagesOf, NOTE_THEN_WAIT, PASSWORD, readUntil, workspace } from "./support/replicas.js";
+import { type ServeProcess, startServe } from "./support/serve-process.js";
+
+/** Notes, waits for the gate, then answers "All done." once the tools' results are in. */
+const noteWaitDone = (request: FakeRequest) =>
+  messagesOf(request).at(-1)?.role === "tool" ? { text: "All done." } : NOTE_THEN_WAIT;
+
+describe.skipIf(skipReason !== undefined)(
+  `replicas on one PostgreSQL, when things go wrong ${skipReason ? `(skipped: ${skipReason})` : ""}`,
+  () => {
+    let pg: Postgres;
+    let upstream: FakeOpenAIServer | undefined;
+    beforeAll(async () => {
+      pg = await startPostgres();
+    }, 60_000);
+    afterEach(async () => {
+      await upstream?.close();
+      upstream = undefined;
+    });
+    afterAll(() => pg?.stop());
+
+    const database = async () => (await pg.database()).replace("agentloop@", `agentloop:${PASSWORD}@`);
+    const envFor = (db: string) => ({
+      OPENAI_BASE_URL: upstream?.url ?? "",
+      OPENAI_API_KEY: "sk-upstream",
+      AGENTLOOP_DB: db,
+    });
+    const stopAll = async (...servers: ServeProcess[]) => {
+      for (const server of servers) if (server.child.exitCode === null) server.child.kill("SIGTERM");
+      for (const server of servers) await server.exited;
+      for (const server of servers) expect(server.stderr()).not.toContain(PASSWORD);
+    };
+
+    /** Starts a run on a replica with a 1 s lease, mid-tool (waiting for the gate), then kills the replica. */
+    async function orphan(w: ReturnType<typeof workspace>, env: Record<string, string>, session: string) {
+      const a = startServe(env, ["--config", w.config, "--lease", "1"]);
+      const res = await chat(await a.url(), "note one, then wait", session, { stream: true });
+      const { seen, reader } = await readUntil(res, /"type":"tool_result","id":"n1"/);
+      await expect.poll(w.lines).toContain("wait started");
+      a.child.kill("SIGKILL");
+      await a.exited;
+      await reader.read().catch(() => {});
+      return /"id":"(chatcmpl-[^"]+)"/.exec(seen)?.[1] as string;
+    }
+
+    it("--resume-orphans logs each orphan it cannot read once, passes over it, and resumes the others", async () => {
+      const w = workspace();
+      upstream = await startFakeOpenAIServer({ respond: noteWaitDone });
+      const db = await database();
+      const env = envFor(db);
+      const runId = await orphan(w, env, "good");
+      writeFileSync(w.gate, "");
+      const store = await postgresStore(db);
+      let good: RunRecord | undefined;
+      try {
+        good = (await store.read("good"))?.lastRun;
+        // Runs a newer agentloop stored (a rolling upgrade): a state of a version this one cannot read.
+        for (const id of ["newer-1", "newer-2"]) {
+          const handle = await store.acquire(id);
+          await handle.checkpoint({
+            messages: [{ role: "user", content: "from a newer agentloop" }],
+            run: { runId: `run-${id}`, status: "running", state: { version: 99 } },
+          });
+          await handle.release();
+        }
+      } finally {
+        await store.close();
+      }
+
+      const b = startServe(env, ["--config", w.config, "--resume-orphans", "--lease", "1"]);
+      await b.waitFor(new RegExp(`resumed run ${runId} \\(session good\\): final_answer`));
+      for (const id of ["newer-1", "newer-2"])
+        await b.waitFor(
+          new RegExp(
+            `interrupted run run-${id} \\(session ${id}\\) cannot be resumed here \\(This run state has version 99; this agentloop continues version 1\\): left for a replica that can`,
+          ),
+        );
+      // A later orphan, newer than the unreadable ones, is still found by a later scan.
+      const again = await postgresStore(db);
+      try {
+        const handle = await again.acquire("good-2");
+        const state = { ...(good?.state as object), runId: "run-good-2", sessionId: "good-2" };
+        await handle.checkpoint({
+          messages: (await again.read("good"))?.messages.slice(0, 3),
+          run: { runId: "run-good-2", status: "running", state },
+        });
+        await handle.release();
+      } finally {
+        await again.close();
+      }
+      await b.waitFor(/resumed run run-good-2 \(session good-2\): final_answer/);
+      for (const id of ["newer-1", "newer-2"])
+        expect(
+          b
+            .stderr()
+            .split("\n")
+            .filter((l) => l.includes(`session ${id})`)),
+        ).toHaveLength(1);
+      expect(w.lines().filter((l) => l === "note one")).toHaveLength(1);
+      await stopAll(b);
+    });
+  },
+);
