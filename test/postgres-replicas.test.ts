@@ -7,7 +7,15 @@ import { postgresStore, type RunRecord } from "../src/store/index.js";
 import type { FakeRequest } from "../src/testing/fake-http.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { type Postgres, skipReason, startPostgres } from "./support/postgres.js";
-import { chat, messagesOf, NOTE_THEN_WAIT, PASSWORD, readUntil, workspace } from "./support/replicas.js";
+import {
+  chat,
+  messagesOf,
+  NOTE_THEN_WAIT,
+  PASSWORD,
+  post,
+  readUntil,
+  workspace,
+} from "./support/replicas.js";
 import { type ServeProcess, startServe } from "./support/serve-process.js";
 
 /** Notes, waits for the gate, then answers "All done." once the tools' results are in. */
@@ -107,6 +115,58 @@ describe.skipIf(skipReason !== undefined)(
         ).toHaveLength(1);
       expect(w.lines().filter((l) => l === "note one")).toHaveLength(1);
       await stopAll(b);
+    });
+
+    it("a replica frozen past its lease, whose run another took over, ends its stream with session_lost saying so, and counts the lost lease", async () => {
+      const w = workspace();
+      upstream = await startFakeOpenAIServer({ respond: noteWaitDone });
+      const env = envFor(await database());
+      const a = startServe(env, ["--config", w.config, "--lease", "1"]);
+      const urlA = await a.url();
+      const res = await chat(urlA, "note one, then wait", "frozen", { stream: true });
+      const { seen, reader } = await readUntil(res, /"type":"tool_result","id":"n1"/);
+      await expect.poll(w.lines).toContain("wait started");
+      const runId = /"id":"(chatcmpl-[^"]+)"/.exec(seen)?.[1] as string;
+      a.child.kill("SIGSTOP"); // a long pause (a stalled VM, a partition): A renews nothing
+      writeFileSync(w.gate, "");
+
+      const b = startServe(env, ["--config", w.config]);
+      const urlB = await b.url();
+      let resumed: Response;
+      for (;;) {
+        resumed = await post(`${urlB}/v1/runs/${runId}/resume`, {});
+        if (resumed.status === 200) break;
+        expect(resumed.status).toBe(409); // until A's lease runs out
+        await resumed.body?.cancel();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(await resumed.json()).toMatchObject({ choices: [{ message: { content: "All done." } }] });
+
+      a.child.kill("SIGCONT");
+      let rest = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        rest += new TextDecoder().decode(value);
+      }
+      const error = JSON.parse(/"agentloop":(\{"type":"error"[^}]*\})/.exec(rest)?.[1] as string);
+      expect(error).toEqual({
+        type: "error",
+        code: "session_lost",
+        runId,
+        message: `Another replica (or another process sharing the store) took this run over, because this server could not renew its lease in time (it was paused, or cut off from the store); the run goes on there: GET /v1/runs/${runId} tells how it ends.`,
+      });
+      expect(rest.trim().endsWith("data: [DONE]")).toBe(true);
+      expect(await (await fetch(`${urlA}/v1/runs/${runId}`)).json()).toMatchObject({
+        status: "completed",
+        output: "All done.",
+      });
+      const metrics = await (await fetch(`${urlA}/metrics`)).text();
+      expect(metrics).toContain("agentloop_store_leases_lost_total 1");
+      expect(metrics).toContain("agentloop_store_leases_held 0");
+      expect(await (await fetch(`${urlB}/metrics`)).text()).toContain("agentloop_store_leases_lost_total 0");
+      expect(w.lines().filter((l) => l === "note one")).toHaveLength(1);
+      await stopAll(a, b);
     });
   },
 );
