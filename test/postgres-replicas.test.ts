@@ -3,9 +3,10 @@
 // loses its lease, and a run resumed by a replica serving another model.
 import { writeFileSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { postgresStore, type RunRecord } from "../src/store/index.js";
+import { postgresStore, type RunRecord, type SessionHandle } from "../src/store/index.js";
 import type { FakeRequest } from "../src/testing/fake-http.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
+import { runCli } from "./helpers.js";
 import { type Postgres, skipReason, startPostgres } from "./support/postgres.js";
 import {
   chat,
@@ -30,7 +31,11 @@ describe.skipIf(skipReason !== undefined)(
     beforeAll(async () => {
       pg = await startPostgres();
     }, 60_000);
+    /** Kills the CLI process a test started (a run that should have stopped and did not). */
+    let killCli: (signal: NodeJS.Signals) => void = () => {};
     afterEach(async () => {
+      killCli("SIGKILL");
+      killCli = () => {};
       await upstream?.close();
       upstream = undefined;
     });
@@ -167,6 +172,46 @@ describe.skipIf(skipReason !== undefined)(
       expect(await (await fetch(`${urlB}/metrics`)).text()).toContain("agentloop_store_leases_lost_total 0");
       expect(w.lines().filter((l) => l === "note one")).toHaveLength(1);
       await stopAll(a, b);
+    });
+
+    it("agentloop run --session that loses its lease stops at once (mid-tool) with one line saying another process took it over", async () => {
+      const w = workspace();
+      upstream = await startFakeOpenAIServer({ respond: noteWaitDone });
+      const db = await database();
+      const env = { ...envFor(db), AGENTLOOP_DB_LEASE: "1" };
+      const cli = runCli(["run", "--config", w.config, "--session", "cli", "--yes", "note one, then wait"], {
+        env,
+        cwd: w.dir,
+        onSpawn: (kill) => {
+          killCli = kill;
+        },
+      });
+      const signal = (name: NodeJS.Signals) => killCli(name);
+      const store = await postgresStore(db);
+      try {
+        await expect.poll(w.lines, { timeout: 15_000 }).toContain("wait started");
+        // The note's result stored: the run is in the wait.
+        await expect.poll(async () => (await store.read("cli"))?.messages.length).toBe(3);
+        signal("SIGSTOP"); // paused past its lease: another process takes the session over
+        let handle: SessionHandle | undefined;
+        while (!handle) {
+          handle = await store.acquire("cli").catch(() => undefined);
+          if (!handle) await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        signal("SIGCONT");
+        // The gate never opens: without the stop, the run would wait in the tool until killed.
+        const outcome = await cli;
+        expect(outcome.code).toBe(2);
+        expect(outcome.stderr.trim().split("\n").at(-1)).toBe(
+          "agentloop: session 'cli' was taken over by another process (this one could not renew its lease in time: it was paused, or cut off from the store), so the run stopped here; agentloop sessions shows where it stands",
+        );
+        expect(outcome.stderr).not.toContain(PASSWORD);
+        // Nothing it did after losing the session was stored.
+        expect((await store.read("cli"))?.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
+        await handle.release();
+      } finally {
+        await store.close();
+      }
     });
   },
 );

@@ -55,8 +55,30 @@ export async function holdSession(
   };
 }
 
-/** A StoreError as the one line a person reads; anything else unchanged. */
-export function storeFailure(error: unknown, id: string, held = false): unknown {
+/**
+ * The one line of a run stopped because another process took its session over (this one could
+ * not renew its lease in time: it was paused, or cut off from the store).
+ */
+export function sessionLost(id: string): AgentloopError {
+  return new AgentloopError(
+    "config",
+    `session '${id}' was taken over by another process (this one could not renew its lease in time: it was paused, or cut off from the store), so the run stopped here; agentloop sessions shows where it stands`,
+  );
+}
+
+/**
+ * Stops the command's run at once when the held session is lost (taken over by another process),
+ * instead of running tools until its next checkpoint is refused.
+ */
+export function stopWhenLost(held: HeldSession | undefined, stop: () => void): void {
+  const lost = held?.session.lost;
+  if (lost?.aborted) stop();
+  else lost?.addEventListener("abort", stop, { once: true });
+}
+
+/** A StoreError as the one line a person reads; anything else unchanged. `held`: during a run of the session. */
+export function storeFailure(error: unknown, id: string, held?: HeldSession): unknown {
+  if (held?.session.lost?.aborted) return sessionLost(id);
   if (!(error instanceof StoreError)) return error;
   if (error.code === "session_busy") {
     return new AgentloopError(
