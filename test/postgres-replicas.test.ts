@@ -23,6 +23,7 @@ import { type ServeProcess, startServe } from "./support/serve-process.js";
 const noteWaitDone = (request: FakeRequest) =>
   messagesOf(request).at(-1)?.role === "tool" ? { text: "All done." } : NOTE_THEN_WAIT;
 
+// Each test starts several serve processes (each with its MCP server): slow on a busy machine.
 describe.skipIf(skipReason !== undefined)(
   `replicas on one PostgreSQL, when things go wrong ${skipReason ? `(skipped: ${skipReason})` : ""}`,
   () => {
@@ -120,7 +121,7 @@ describe.skipIf(skipReason !== undefined)(
         ).toHaveLength(1);
       expect(w.lines().filter((l) => l === "note one")).toHaveLength(1);
       await stopAll(b);
-    });
+    }, 60_000);
 
     it("a replica frozen past its lease, whose run another took over, ends its stream with session_lost saying so, and counts the lost lease", async () => {
       const w = workspace();
@@ -172,7 +173,7 @@ describe.skipIf(skipReason !== undefined)(
       expect(await (await fetch(`${urlB}/metrics`)).text()).toContain("agentloop_store_leases_lost_total 0");
       expect(w.lines().filter((l) => l === "note one")).toHaveLength(1);
       await stopAll(a, b);
-    });
+    }, 60_000);
 
     it("agentloop run --session that loses its lease stops at once (mid-tool) with one line saying another process took it over", async () => {
       const w = workspace();
@@ -212,6 +213,47 @@ describe.skipIf(skipReason !== undefined)(
       } finally {
         await store.close();
       }
-    });
+    }, 60_000);
+
+    it("a run is resumed only by a replica serving the model it was started with: others answer 409 model_mismatch and leave the orphan", async () => {
+      const w = workspace();
+      upstream = await startFakeOpenAIServer({ respond: noteWaitDone });
+      const db = await database();
+      const runId = await orphan(w, { ...envFor(db), AGENTLOOP_MODEL: "model-a" }, "moved");
+      writeFileSync(w.gate, "");
+      const other = { ...envFor(db), AGENTLOOP_MODEL: "model-b" };
+      const b = startServe(other, ["--config", w.config, "--resume-orphans", "--lease", "1"]);
+      const urlB = await b.url();
+      await b.waitFor(
+        new RegExp(
+          `interrupted run ${runId} \\(session moved\\) cannot be resumed here \\(Run ${runId} was started with model 'model-a', which this server does not serve \\(it serves 'model-b'\\)\\): left for a replica that can`,
+        ),
+      );
+      const refused = await post(`${urlB}/v1/runs/${runId}/resume`, {});
+      expect(refused.status).toBe(409);
+      expect(await refused.json()).toMatchObject({
+        error: {
+          code: "model_mismatch",
+          message: `Run ${runId} was started with model 'model-a', which this server does not serve (it serves 'model-b'): continue it on a replica that serves 'model-a', or name a served model in "model" to continue it with that one.`,
+        },
+      });
+      expect(upstream.requests).toHaveLength(1);
+
+      const a = startServe({ ...envFor(db), AGENTLOOP_MODEL: "model-a" }, ["--config", w.config]);
+      const resumed = await post(`${await a.url()}/v1/runs/${runId}/resume`, {});
+      expect(resumed.status).toBe(200);
+      expect(await resumed.json()).toMatchObject({
+        model: "model-a",
+        choices: [{ message: { content: "All done." } }],
+      });
+      expect(upstream.requests.map((r) => r.body.model)).toEqual(["model-a", "model-a"]);
+      expect(
+        b
+          .stderr()
+          .split("\n")
+          .filter((l) => l.includes("(session moved)")),
+      ).toHaveLength(1);
+      await stopAll(a, b);
+    }, 60_000);
   },
 );

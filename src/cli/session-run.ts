@@ -250,9 +250,18 @@ export interface StartOptions {
   images?: readonly ImageInput[];
 }
 
-/** Starts what `plan` says (a `decide` plan's `thenPrompt` is left to the caller). */
+/**
+ * Starts what `plan` says (a `decide` plan's `thenPrompt` is left to the caller). A run continued
+ * with another model than it was started with goes on (the person asked for it here), with a note.
+ */
 export function startPlan(agent: Agent, plan: Plan, options: StartOptions): RunHandle {
   const { signal, session } = options;
+  const was = plan.type === "new" ? undefined : plan.state.model;
+  const now = agent.options.model.id;
+  if (was !== undefined && was !== now && plan.type !== "new")
+    process.stderr.write(
+      `agentloop: note: run ${plan.state.runId} was started with model ${was}; it goes on with ${now} (pass --model ${was} to keep it)\n`,
+    );
   const stored = session ? { checkpoint: session.checkpoint } : {};
   switch (plan.type) {
     case "new":
