@@ -81,6 +81,15 @@ function serverPids(data: string): number[] {
   return [main, ...children];
 }
 
+/** Sends `signal` to every process of the server (one that has just exited is passed over). */
+function signalServer(data: string, signal: NodeJS.Signals): void {
+  for (const pid of serverPids(data)) {
+    try {
+      process.kill(pid, signal);
+    } catch {}
+  }
+}
+
 export async function startPostgres(options: { tls?: boolean } = {}): Promise<Postgres> {
   if (bin === undefined) throw new Error(skipReason);
   const dir = mkdtempSync(join(tmpdir(), "agentloop-pg-"));
@@ -129,15 +138,13 @@ export async function startPostgres(options: { tls?: boolean } = {}): Promise<Po
     async restart() {
       await start();
     },
-    freeze() {
-      for (const pid of serverPids(data)) process.kill(pid, "SIGSTOP");
-    },
-    thaw() {
-      for (const pid of serverPids(data)) process.kill(pid, "SIGCONT");
-    },
+    freeze: () => signalServer(data, "SIGSTOP"),
+    thaw: () => signalServer(data, "SIGCONT"),
     ...(options.tls && { certificate }),
     async stop() {
       try {
+        // A test that failed while the server was frozen: let it go on, or it would not stop.
+        if (existsSync(join(data, "postmaster.pid"))) signalServer(data, "SIGCONT");
         await pg("pg_ctl", ["stop", "-w", "-m", "immediate", "-D", data]).catch(() => undefined);
       } finally {
         rmSync(dir, { recursive: true, force: true });
