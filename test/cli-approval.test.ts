@@ -193,6 +193,22 @@ describe("calls that need approval, without a terminal", () => {
 });
 
 describe("run options on commands that start no run", () => {
+  it("are left out of their --help, which lists what applies", async () => {
+    const help = async (command: string) => (await runCli([command, "--help"])).stdout;
+    const flags = (text: string) => [...text.matchAll(/^ {2}(--[\w-]+)/gm)].map((m) => m[1]);
+    const serve = flags(await help("serve"));
+    expect(serve).toEqual(expect.arrayContaining(["--model", "--config", "--lease", "--resume-orphans"]));
+    for (const flag of ["--session", "--resume", "--approve", "--deny", "--yes", "--image", "--json"])
+      expect(serve).not.toContain(flag);
+    expect(flags(await help("tools"))).toEqual(["--config", "--no-builtin-tools", "--json", "--verbose"]);
+    const chat = flags(await help("chat"));
+    expect(chat).toEqual(expect.arrayContaining(["--session", "--resume", "--yes", "--model"]));
+    expect(chat).not.toContain("--image");
+    expect(flags(await help("run"))).toEqual(
+      expect.arrayContaining(["--session", "--image", "--json", "--model"]),
+    );
+  });
+
   it("are refused with one line", async () => {
     for (const [args, flag] of [
       [["tools", "--yes"], "--yes"],

@@ -158,10 +158,13 @@ describe("agentloop run --session", () => {
     expect(withPrompt.stderr).toContain("drop the prompt");
     expect(await w.stored()).toEqual([{ role: "user", content: "first" }]);
 
-    expect(await w.cli(["run", "--session", "s", "--resume"])).toMatchObject({
-      code: 0,
-      stdout: "Echo: first (1 messages)\n",
-    });
+    // Resumed with another model than it started with: it goes on, with a note saying so.
+    const resumed = await w.cli(["run", "--session", "s", "--resume", "--model", "gpt-4o"]);
+    expect(resumed).toMatchObject({ code: 0, stdout: "Echo: first (1 messages)\n" });
+    expect(resumed.stderr).toMatch(
+      /^agentloop: note: run run_[\w-]+ was started with model gpt-4o-mini; it goes on with gpt-4o \(pass --model gpt-4o-mini to keep it\)\n$/,
+    );
+    expect(server?.requests.at(-1)?.body.model).toBe("gpt-4o");
     expect(await w.stored()).toEqual([
       { role: "user", content: "first" },
       { role: "assistant", content: "Echo: first (1 messages)" },

@@ -2,80 +2,24 @@
 // move between replicas, a replica killed mid-tool whose run finishes on another (exactly once),
 // replicas racing for one run, approvals across replicas, orphans resumed by themselves, many
 // concurrent sessions, and a database that goes away.
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { writeFileSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { postgresStore } from "../src/store/index.js";
 import type { FakeRequest } from "../src/testing/fake-http.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { runCli } from "./helpers.js";
 import { type Postgres, skipReason, startPostgres } from "./support/postgres.js";
+import {
+  chat,
+  heard,
+  messagesOf,
+  NOTE_THEN_WAIT,
+  PASSWORD,
+  post,
+  readUntil,
+  workspace,
+} from "./support/replicas.js";
 import { type ServeProcess, startServe } from "./support/serve-process.js";
-
-const GATE_SERVER = new URL("./support/gate-mcp-server.mjs", import.meta.url).pathname;
-const PASSWORD = "hunter2-not-printed";
-
-type WireMessage = { role: string; content: string | null; tool_call_id?: string };
-const messagesOf = (request: FakeRequest) => (request.body.messages ?? []) as WireMessage[];
-/** The user messages the model was sent, joined: what a reply "heard". */
-const heard = (request: FakeRequest) =>
-  messagesOf(request)
-    .filter((m) => m.role === "user")
-    .map((m) => m.content)
-    .join(" | ");
-
-function post(url: string, body: unknown, session?: string): Promise<Response> {
-  return fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...(session && { "x-agentloop-session": session }) },
-    body: JSON.stringify(body),
-  });
-}
-
-const chat = (base: string, content: string, session?: string, extra: object = {}) =>
-  post(`${base}/v1/chat/completions`, { messages: [{ role: "user", content }], ...extra }, session);
-
-/** A workspace: the gate MCP server in a config (with `approval` when given), its log and gate files. */
-function workspace(approval?: object) {
-  const dir = mkdtempSync(join(tmpdir(), "agentloop-replicas-"));
-  const log = join(dir, "tools.log");
-  const gate = join(dir, "gate");
-  const config = join(dir, "agentloop.json");
-  writeFileSync(
-    config,
-    JSON.stringify({
-      mcpServers: { gate: { command: process.execPath, args: [GATE_SERVER, log, gate] } },
-      ...(approval && { approval }),
-    }),
-  );
-  const lines = () =>
-    (existsSync(log) ? readFileSync(log, "utf8").trim().split("\n") : []).filter(
-      (l) => !l.startsWith("pid "),
-    );
-  return { dir, gate, config, lines };
-}
-
-/** A reply that notes, then waits for the gate: the run is mid-tool until the gate file exists. */
-const NOTE_THEN_WAIT = {
-  text: "Noting, then waiting.",
-  toolCalls: [
-    { id: "n1", name: "note", arguments: { text: "one" } },
-    { id: "w1", name: "wait_for_file", arguments: {} },
-  ],
-};
-
-/** Reads a chat completion stream until `pattern` shows; returns what was read and the reader. */
-async function readUntil(res: Response, pattern: RegExp) {
-  const reader = res.body?.getReader() as ReadableStreamDefaultReader<Uint8Array>;
-  let seen = "";
-  while (!pattern.test(seen)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`the stream ended before ${pattern}: ${seen}`);
-    seen += new TextDecoder().decode(value);
-  }
-  return { seen, reader };
-}
 
 describe.skipIf(skipReason !== undefined)(
   `agentloop serve replicas on one PostgreSQL ${skipReason ? `(skipped: ${skipReason})` : ""}`,

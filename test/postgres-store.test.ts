@@ -174,17 +174,21 @@ describe.skipIf(skipReason !== undefined)(
       await handle.checkpoint({ messages: [{ role: "user", content: "before" }] });
       await pg.halt();
       let settled = false;
-      const during = handle
-        .checkpoint({
-          messages: [{ role: "assistant", content: "during" }],
-          run: { runId: "outage-run", status: "running", state: { step: 1 } },
-        })
-        .finally(() => {
-          settled = true;
-        });
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(settled).toBe(false); // still trying: the database is down
-      await pg.restart();
+      let during: Promise<void> | undefined;
+      try {
+        during = handle
+          .checkpoint({
+            messages: [{ role: "assistant", content: "during" }],
+            run: { runId: "outage-run", status: "running", state: { step: 1 } },
+          })
+          .finally(() => {
+            settled = true;
+          });
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        expect(settled).toBe(false); // still trying: the database is down
+      } finally {
+        await pg.restart(); // whatever happened, the next tests get their database back
+      }
       await during;
       await handle.checkpoint({ messages: [{ role: "user", content: "after" }] });
       expect(await store.list({ status: "running" })).toMatchObject([{ id: "outage", messageCount: 3 }]);

@@ -249,7 +249,12 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   stream(input: UserInput, options?: OptionsOf<S>): RunHandle<OutputOf<S>>;
   stream<Output>(input: UserInput, options: RunOptions = {}): RunHandle<Output> {
     const message = userMessage(input, this.options.maxImageBytes ?? DEFAULT_MAX_MEDIA_BYTES);
-    const state = newRunState(options.runId ?? newRunId(), options.history ?? [], options.sessionId);
+    const state = newRunState(
+      options.runId ?? newRunId(),
+      options.history ?? [],
+      options.sessionId,
+      this.options.model.id,
+    );
     if (options.allowedTools) state.allowedTools.push(...options.allowedTools);
     // A history that ends with calls left open (a run that waits): the input answers an
     // `ask_question` among them, and the others are closed as not run.
@@ -282,7 +287,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   /**
    * Continues a run from its state (a `RunResult.state`, or one a store kept): a run waiting for
    * approvals (`approve`/`deny`), for an answer (`answer`), or one whose process died (its
-   * completed calls are not run again; calls that were in flight run again).
+   * completed calls are not run again; calls that were in flight run again). It goes on with
+   * this agent's model, whatever `state.model` says (the caller checks it when that matters).
    * @throws AgentloopError("invalid_state") for a state that cannot continue, or a decision on a call that is not waiting.
    */
   resume(state: RunState, options: ResumeOptions = {}): RunHandle<OutputOf<S>> {
@@ -314,6 +320,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     s.status = "running";
     s.stopReason = undefined;
     s.error = undefined;
+    s.model = this.options.model.id;
     return this.start<OutputOf<S>>(s, options);
   }
 

@@ -6,12 +6,18 @@ import { RUN_STATE_VERSION, type RunState } from "../core/run-state.js";
 export type { GuardState, PendingCalls, RunState, RunStatus } from "../core/run-state.js";
 export { RUN_STATE_VERSION } from "../core/run-state.js";
 
-/** A fresh state for a run of `input` after `history` (not modified). */
-export function newRunState(runId: string, history: readonly Message[], sessionId?: string): RunState {
+/** A fresh state for a run of `input` after `history` (not modified), by the model `model`. */
+export function newRunState(
+  runId: string,
+  history: readonly Message[],
+  sessionId?: string,
+  model?: string,
+): RunState {
   return {
     version: RUN_STATE_VERSION,
     runId,
     ...(sessionId !== undefined && { sessionId }),
+    ...(model !== undefined && { model }),
     status: "running",
     messages: [...history],
     iteration: 0,

@@ -24,7 +24,9 @@ import {
   holdSession,
   type Plan,
   planRun,
+  sessionLost,
   startPlan,
+  stopWhenLost,
   storeFailure,
 } from "./session-run.js";
 
@@ -79,6 +81,10 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     if (flags.session !== undefined) {
       held = await holdSession(settings, flags.session, (fresh) => {
         if (given) planRun(fresh, continuing);
+      });
+      stopWhenLost(held, () => {
+        turn?.abort();
+        rl?.close();
       });
     }
     const session = held?.session;
@@ -330,8 +336,9 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
         }
       }
     }
+    if (held?.session.lost?.aborted) throw sessionLost(held.session.id);
   } catch (error) {
-    throw held ? storeFailure(error, held.session.id, true) : error;
+    throw held ? storeFailure(error, held.session.id, held) : error;
   } finally {
     await held?.close();
     for (const signal of signals) process.off(signal, stop);

@@ -23,6 +23,14 @@ const positiveNumber = (name: string) => (value: string) => {
   return n;
 };
 
+/** Seconds of a PostgreSQL lease: renewed every third of it, so below a second it is mostly renewals; above an hour a dead replica's run waits too long. */
+const leaseSeconds = (value: string) => {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n < 1 || n > 3600)
+    throw new InvalidArgumentError("--lease must be a number of seconds from 1 to 3600.");
+  return n;
+};
+
 const port = (value: string) => {
   const n = Number(value);
   if (!/^\d+$/.test(value.trim()) || n > 65535) throw new InvalidArgumentError("--port must be 0-65535.");
@@ -55,67 +63,96 @@ function refuseImage(flags: CliFlags, command: string): void {
   throw new AgentloopError("usage", `--image goes with a prompt: use it with agentloop run, not ${command}.`);
 }
 
-/** The options every command takes (SPEC section 4). */
-function withCommonOptions(command: Command): Command {
-  return command
-    .option("--model <id>", "model id (env AGENTLOOP_MODEL)")
-    .option(
+/** Groups of the options that configure a run; each command shows in its help the groups that apply to it. */
+type OptionGroup = "model" | "agent" | "session" | "image" | "json";
+
+/**
+ * The options every command takes (SPEC section 4). Those of the groups not in `shown` are
+ * accepted but left out of the command's help (a command that starts no run refuses the run
+ * options itself, with a line saying where they belong).
+ */
+function withCommonOptions(command: Command, shown: readonly OptionGroup[]): Command {
+  const add = (group: OptionGroup | "all", option: Option) =>
+    command.addOption(group === "all" || shown.includes(group) ? option : option.hideHelp());
+  const opt = (flags: string, description: string) => new Option(flags, description);
+  add("model", opt("--model <id>", "model id (env AGENTLOOP_MODEL)"));
+  add(
+    "model",
+    opt(
       "--base-url <url>",
       "OpenAI-compatible base URL, e.g. http://localhost:11434/v1 (env OPENAI_BASE_URL)",
-    )
-    .addOption(
-      new Option("--provider <name>", "model provider (env AGENTLOOP_PROVIDER)").choices([
-        "openai",
-        "openai-responses",
-        "anthropic",
-      ]),
-    )
-    .option("--config <file>", "config file (default ./agentloop.json when present)")
-    .option("--system <text>", "instructions for the agent")
-    .option(
-      "--max-iterations <n>",
-      "model calls before stopping (default 10)",
+    ),
+  );
+  add(
+    "model",
+    opt("--provider <name>", "model provider (env AGENTLOOP_PROVIDER)").choices([
+      "openai",
+      "openai-responses",
+      "anthropic",
+    ]),
+  );
+  add("all", opt("--config <file>", "config file (default ./agentloop.json when present)"));
+  add("agent", opt("--system <text>", "instructions for the agent"));
+  add(
+    "agent",
+    opt("--max-iterations <n>", "model calls before stopping (default 10)").argParser(
       positiveInt("--max-iterations"),
-    )
-    .addOption(
-      new Option("--mode <mode>", "natural or explicit termination").choices(["natural", "explicit"]),
-    )
-    .addOption(
-      new Option("--tool-protocol <protocol>", "native function calling or xml").choices(["native", "xml"]),
-    )
-    .option("--no-builtin-tools", "do not offer the built-in tools")
-    .option("--timeout <seconds>", "time limit of the run", positiveNumber("--timeout"))
-    .option(
-      "--max-context-tokens <n>",
-      "token budget of every model request",
+    ),
+  );
+  add("agent", opt("--mode <mode>", "natural or explicit termination").choices(["natural", "explicit"]));
+  add(
+    "agent",
+    opt("--tool-protocol <protocol>", "native function calling or xml").choices(["native", "xml"]),
+  );
+  add("all", opt("--no-builtin-tools", "do not offer the built-in tools"));
+  add("agent", opt("--timeout <seconds>", "time limit of the run").argParser(positiveNumber("--timeout")));
+  add(
+    "agent",
+    opt("--max-context-tokens <n>", "token budget of every model request").argParser(
       positiveInt("--max-context-tokens"),
-    )
-    .option(
-      "--token-budget <n>",
-      "input plus output tokens over the whole run",
+    ),
+  );
+  add(
+    "agent",
+    opt("--token-budget <n>", "input plus output tokens over the whole run").argParser(
       positiveInt("--token-budget"),
-    )
-    .option("--cost-budget <usd>", "cost limit of the run in USD", positiveNumber("--cost-budget"))
-    .option(
-      "--session <id>",
-      "store the conversation under this id and continue it later (agentloop sessions)",
-    )
-    .option("--resume", "continue the session's interrupted run (takes no prompt)")
-    .option(
+    ),
+  );
+  add(
+    "agent",
+    opt("--cost-budget <usd>", "cost limit of the run in USD").argParser(positiveNumber("--cost-budget")),
+  );
+  add(
+    "session",
+    opt("--session <id>", "store the conversation under this id and continue it later (agentloop sessions)"),
+  );
+  add("session", opt("--resume", "continue the session's interrupted run (takes no prompt)"));
+  add(
+    "session",
+    opt(
       "--approve <ids>",
       "approve calls the session's run waits on: ids, comma-separated, or all (repeatable)",
+    ).argParser(idList),
+  );
+  add(
+    "session",
+    opt("--deny <ids>", "decline calls the session's run waits on: ids, comma-separated, or all").argParser(
       idList,
-    )
-    .option("--deny <ids>", "decline calls the session's run waits on: ids, comma-separated, or all", idList)
-    .option("--yes", "approve every call that needs approval, without asking")
-    .option("--output-schema <file>", "a JSON Schema file: the answer is JSON valid against it")
-    .option(
-      "--image <path|url>",
-      "an image sent with the prompt (repeatable)",
+    ),
+  );
+  add("session", opt("--yes", "approve every call that needs approval, without asking"));
+  add("agent", opt("--output-schema <file>", "a JSON Schema file: the answer is JSON valid against it"));
+  add(
+    "image",
+    opt("--image <path|url>", "an image sent with the prompt (repeatable)").argParser(
       (value: string, previous?: string[]) => [...(previous ?? []), value],
-    )
-    .option("--json", "print the event stream as JSON lines on stdout")
-    .option("--verbose", "print progress on stderr even when it is not a terminal");
+    ),
+  );
+  const json =
+    command.name() === "tools" ? "print the list as JSON" : "print the event stream as JSON lines on stdout";
+  add("json", opt("--json", json));
+  add("all", opt("--verbose", "print progress on stderr even when it is not a terminal"));
+  return command;
 }
 
 function version(): string {
@@ -141,7 +178,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     .showSuggestionAfterError()
     .configureOutput({ outputError: usageLine("agentloop --help") });
 
-  withCommonOptions(program.command("run"))
+  withCommonOptions(program.command("run"), ["model", "agent", "session", "image", "json"])
     .description("run one task; the final answer goes to stdout")
     .argument(
       "[prompt...]",
@@ -154,7 +191,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       exitCode = await runCommand(prompt, flags);
     });
 
-  withCommonOptions(program.command("tools"))
+  withCommonOptions(program.command("tools"), ["json"])
     .description("list every tool with its schema")
     .action(async (flags: CliFlags) => {
       refuse(flags, "tools", ["session", "resume", "approve", "deny", "yes"]);
@@ -163,7 +200,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       exitCode = await listTools(flags);
     });
 
-  withCommonOptions(program.command("chat"))
+  withCommonOptions(program.command("chat"), ["model", "agent", "session"])
     .description("interactive multi-turn session in the terminal")
     .action(async (flags: CliFlags) => {
       refuseImage(flags, "chat");
@@ -171,7 +208,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       exitCode = await chatCommand(flags);
     });
 
-  withCommonOptions(program.command("serve"))
+  withCommonOptions(program.command("serve"), ["model", "agent"])
     .description("serve the agent as an OpenAI-compatible model (web chat at /)")
     .option("--port <n>", "port to listen on (0 picks a free one)", port, 8787)
     .option("--host <host>", "interface to bind (use 0.0.0.0 to expose it)", "127.0.0.1")
@@ -187,8 +224,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     )
     .option(
       "--lease <s>",
-      "PostgreSQL store: seconds a run stays held by a replica that stopped renewing it (default 30)",
-      positiveNumber("--lease"),
+      "PostgreSQL store: seconds a run stays held by a replica that stopped renewing it (1 to 3600, default 30)",
+      leaseSeconds,
     )
     .option("--resume-orphans", "resume interrupted runs of the store by themselves (any replica)")
     .action(async (flags: ServeFlags) => {

@@ -21,7 +21,9 @@ import {
   type HeldSession,
   holdSession,
   planRun,
+  sessionLost,
   startPlan,
+  stopWhenLost,
   storeFailure,
 } from "./session-run.js";
 
@@ -248,6 +250,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
     const asked = { ...request(prompt, flags), canDecide: onApproval !== undefined };
     if (flags.session !== undefined) {
       held = await holdSession(settings, flags.session, (fresh) => planRun(fresh, asked));
+      stopWhenLost(held, () => controller.abort());
     }
     const session = held?.session;
     for (const tool of session?.lastRun?.allowedTools ?? []) allowed.add(tool);
@@ -301,12 +304,13 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
           );
         }
       }
+      if (held?.session.lost?.aborted) throw sessionLost(held.session.id);
       return EXIT_CODES[result.stopReason];
     } finally {
       await close();
     }
   } catch (error) {
-    throw held ? storeFailure(error, held.session.id, true) : error;
+    throw held ? storeFailure(error, held.session.id, held) : error;
   } finally {
     await held?.close();
     for (const signal of STOP_SIGNALS) process.off(signal, onSignal);

@@ -55,8 +55,30 @@ export async function holdSession(
   };
 }
 
-/** A StoreError as the one line a person reads; anything else unchanged. */
-export function storeFailure(error: unknown, id: string, held = false): unknown {
+/**
+ * The one line of a run stopped because another process took its session over (this one could
+ * not renew its lease in time: it was paused, or cut off from the store).
+ */
+export function sessionLost(id: string): AgentloopError {
+  return new AgentloopError(
+    "config",
+    `session '${id}' was taken over by another process (this one could not renew its lease in time: it was paused, or cut off from the store), so the run stopped here; agentloop sessions shows where it stands`,
+  );
+}
+
+/**
+ * Stops the command's run at once when the held session is lost (taken over by another process),
+ * instead of running tools until its next checkpoint is refused.
+ */
+export function stopWhenLost(held: HeldSession | undefined, stop: () => void): void {
+  const lost = held?.session.lost;
+  if (lost?.aborted) stop();
+  else lost?.addEventListener("abort", stop, { once: true });
+}
+
+/** A StoreError as the one line a person reads; anything else unchanged. `held`: during a run of the session. */
+export function storeFailure(error: unknown, id: string, held?: HeldSession): unknown {
+  if (held?.session.lost?.aborted) return sessionLost(id);
   if (!(error instanceof StoreError)) return error;
   if (error.code === "session_busy") {
     return new AgentloopError(
@@ -228,9 +250,18 @@ export interface StartOptions {
   images?: readonly ImageInput[];
 }
 
-/** Starts what `plan` says (a `decide` plan's `thenPrompt` is left to the caller). */
+/**
+ * Starts what `plan` says (a `decide` plan's `thenPrompt` is left to the caller). A run continued
+ * with another model than it was started with goes on (the person asked for it here), with a note.
+ */
 export function startPlan(agent: Agent, plan: Plan, options: StartOptions): RunHandle {
   const { signal, session } = options;
+  const was = plan.type === "new" ? undefined : plan.state.model;
+  const now = agent.options.model.id;
+  if (was !== undefined && was !== now && plan.type !== "new")
+    process.stderr.write(
+      `agentloop: note: run ${plan.state.runId} was started with model ${was}; it goes on with ${now} (pass --model ${was} to keep it)\n`,
+    );
   const stored = session ? { checkpoint: session.checkpoint } : {};
   switch (plan.type) {
     case "new":

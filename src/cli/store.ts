@@ -53,10 +53,10 @@ export function leaseFromEnv(): number | undefined {
   const text = process.env.AGENTLOOP_DB_LEASE?.trim();
   if (!text) return undefined;
   const seconds = Number(text);
-  if (!Number.isFinite(seconds) || seconds <= 0)
+  if (!Number.isFinite(seconds) || seconds < 1 || seconds > 3600)
     throw new AgentloopError(
       "config",
-      `AGENTLOOP_DB_LEASE is '${text.slice(0, 40)}': give the lease in seconds, a number above 0 (default 30).`,
+      `AGENTLOOP_DB_LEASE is '${text.slice(0, 40)}': give the lease in seconds, from 1 to 3600 (default 30).`,
     );
   return seconds * 1000;
 }

@@ -19,6 +19,11 @@ export interface RunState {
   version: typeof RUN_STATE_VERSION;
   runId: string;
   sessionId?: string;
+  /**
+   * The id of the model that runs it (set when it starts and each time it is resumed), so that
+   * whoever resumes it can tell whether its own model is the one the run was started with.
+   */
+  model?: string;
   status: RunStatus;
   /**
    * The whole conversation: earlier turns, this run's input, and every message since. The

@@ -204,7 +204,7 @@ export function createApp(options: ServerOptions): AgentServer {
     store && options.resumeOrphans
       ? resumeOrphans({
           store,
-          agent: options.agents[defaultModel] as AnyAgent,
+          agents: options.agents,
           model: defaultModel,
           runs,
           metrics,

@@ -84,24 +84,35 @@ export function runErrorResponse(result: RunResult, redact: Redact): Response {
 
 /**
  * What a client reads when the store failed during a run: the store's one-line reason, and that
- * the run keeps its last checkpoint (so it can be resumed once the store is back).
+ * the run keeps its last checkpoint (so it can be resumed once the store is back); or, when
+ * another process took the run's session over (`session_busy` from a checkpoint: this server's
+ * lease ran out), that the run goes on there, and where to see how it ends.
  */
 export function storeFailure(
   error: StoreError,
   runId: string | undefined,
-): { message: string; code: string } {
+): { status: 409 | 503; message: string; code: string } {
+  if (error.code === "session_busy") {
+    const outcome = runId ? `: GET /v1/runs/${runId} tells how it ends` : "";
+    return {
+      status: 409,
+      message: `Another replica (or another process sharing the store) took this run over, because this server could not renew its lease in time (it was paused, or cut off from the store); the run goes on there${outcome}.`,
+      code: "session_lost",
+    };
+  }
   const resume = runId ? `: POST /v1/runs/${runId}/resume continues it once the store is back` : "";
   return {
+    status: 503,
     message: `The run's store failed (${error.message}); the run keeps its last checkpoint${resume}.`,
-    code: error.code === "session_busy" ? "session_lost" : "store_unavailable",
+    code: "store_unavailable",
   };
 }
 
-/** A 500 for anything unexpected; an `AgentloopError` (a caller error of the core) keeps its code; a store failure is a 503. */
+/** A 500 for anything unexpected; an `AgentloopError` (a caller error of the core) keeps its code; a store failure is a 503 (409 when the run was taken over). */
 export function unexpectedErrorResponse(error: unknown, redact: Redact): Response {
   if (error instanceof StoreError) {
-    const { message, code } = storeFailure(error, undefined);
-    return errorResponse(503, redact(message), code);
+    const { status, message, code } = storeFailure(error, undefined);
+    return errorResponse(status, redact(message), code);
   }
   if (error instanceof AgentloopError) return errorResponse(500, redact(error.message), error.code);
   return errorResponse(500, redact(`Internal server error: ${errorMessage(error)}`), "internal_error");

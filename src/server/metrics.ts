@@ -48,6 +48,7 @@ export class Metrics {
   ]);
   private storeErrors = 0;
   private leases = 0;
+  private leasesLost = 0;
   private orphans = 0;
 
   /** @param inFlight reads the number of chat requests being answered now. */
@@ -74,6 +75,11 @@ export class Metrics {
   /** A session taken (+1) or given up (-1) by this server. */
   lease(change: 1 | -1): void {
     this.leases += change;
+  }
+
+  /** A session this server held and lost: its lease ran out and another process took it (and its run) over. */
+  leaseLost(): void {
+    this.leasesLost++;
   }
 
   /** An interrupted run this server resumed by itself (`--resume-orphans`). */
@@ -131,6 +137,9 @@ export class Metrics {
         "# HELP agentloop_store_leases_held Sessions (with their runs) held by this server now.",
         "# TYPE agentloop_store_leases_held gauge",
         `agentloop_store_leases_held ${this.leases}`,
+        "# HELP agentloop_store_leases_lost_total Sessions this server held and lost: its lease ran out and another process took the run over.",
+        "# TYPE agentloop_store_leases_lost_total counter",
+        `agentloop_store_leases_lost_total ${this.leasesLost}`,
         "# HELP agentloop_orphan_runs_resumed_total Interrupted runs this server resumed by itself.",
         "# TYPE agentloop_orphan_runs_resumed_total counter",
         `agentloop_orphan_runs_resumed_total ${this.orphans}`,

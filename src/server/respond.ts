@@ -135,8 +135,8 @@ export async function answerRun(c: Context<ServerEnv>, deps: AnswerDeps, a: RunA
         for await (const event of a.handle) wire.map(event);
       } catch (error) {
         if (!(error instanceof StoreError)) throw error;
-        const { message, code } = storeFailure(error, a.id);
-        return errorResponse(503, deps.redact(message), code);
+        const { status, message, code } = storeFailure(error, a.id);
+        return errorResponse(status, deps.redact(message), code);
       }
       const result = await a.handle.result;
       await release();

@@ -9,7 +9,7 @@ import { errorResponse } from "./errors.js";
 import { describeRequestIssue } from "./openai-compat.js";
 import type { ServerEnv } from "./request-log.js";
 import { answerRun } from "./respond.js";
-import { conflict, noStore, releaser, storedRun, takeSession } from "./sessions.js";
+import { agentForRun, conflict, noStore, otherModel, releaser, storedRun, takeSession } from "./sessions.js";
 
 /**
  * The stored runs' endpoints (SPEC section 9): `GET /v1/runs/{runId}`, and
@@ -18,7 +18,7 @@ import { conflict, noStore, releaser, storedRun, takeSession } from "./sessions.
  */
 
 const options = {
-  /** The served agent to continue the run with; default the first (send the completion's `model` when there are several). */
+  /** The served agent to continue the run with; default one serving the model the run was started with. */
   model: z.string().optional(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).loose().nullish(),
@@ -67,7 +67,8 @@ async function jsonOf(c: Context, optional: boolean): Promise<unknown> {
 /**
  * `POST /v1/runs/{runId}/approvals` (`{"approve": [ids] | "all", "deny": [ids] | "all"}`) or
  * `/resume` (a run whose process died: status running, its session held by nobody). Order of
- * checks: body (400), store (501), model (404), run (404), session (409), run state (409), call
+ * checks: body (400), store (501), model (404), run (404), session (409), run state (409), the
+ * run's model (409 `model_mismatch` when no served agent has it and the request names none), call
  * ids (400).
  */
 export async function continueRun(
@@ -91,9 +92,9 @@ export async function continueRun(
   }
   const { store } = deps;
   if (!store) return noStore(`POST /v1/runs/{runId}/${kind}`);
+  // A model named in the request is the one to go on with; else the one serving the run's model.
   const found = agentFor(deps, request.model);
   if (found instanceof Response) return found;
-  const [model, agent] = found;
   const sessionId = await store.sessionOfRun(runId);
   if (sessionId === undefined) return runNotFound(runId);
   const busy =
@@ -122,10 +123,19 @@ export async function continueRun(
       "run_not_interrupted",
     );
   }
-  if (refused || !last) {
+  const chosen =
+    last && request.model === undefined ? agentForRun(deps.agents, deps.defaultModel, last) : found;
+  if (!refused && last && !chosen) {
+    refused = conflict(
+      `${otherModel(last, deps.agents)}: continue it on a replica that serves '${last.model}', or name a served model in "model" to continue it with that one.`,
+      "model_mismatch",
+    );
+  }
+  if (refused || !last || !chosen) {
     await release();
     return refused as Response;
   }
+  const [model, agent] = chosen;
 
   const run = deps.runs.start(c.req.raw.signal);
   let handle: RunHandle;

@@ -1,3 +1,4 @@
+import type { AnyAgent } from "../agent/agent.js";
 import { Session } from "../agent/session.js";
 import type { RunState } from "../core/run-state.js";
 import { type SessionStore, StoreError } from "../store/types.js";
@@ -71,4 +72,28 @@ export function storedRun(run: TrackedRun, session: Session): (state: RunState) 
   }
   // Once cut, nothing more is written: not the results of the calls the cut aborted, not the stop.
   return (state) => (run.cut ? Promise.resolve() : session.checkpoint(state));
+}
+
+/**
+ * The served agent that continues a stored run: `preferred` when the run names no model or the
+ * same one, else the first agent serving the run's model; undefined when none does (a replica
+ * deployed with another model must not continue it silently).
+ */
+export function agentForRun(
+  agents: Readonly<Record<string, AnyAgent>>,
+  preferred: string,
+  state: RunState,
+): [string, AnyAgent] | undefined {
+  const first = Object.hasOwn(agents, preferred) ? agents[preferred] : undefined;
+  if (first && (state.model === undefined || first.options.model.id === state.model))
+    return [preferred, first];
+  return Object.entries(agents).find(([, agent]) => agent.options.model.id === state.model);
+}
+
+/** Why a run cannot be continued here: its model is not served. */
+export function otherModel(state: RunState, agents: Readonly<Record<string, AnyAgent>>): string {
+  const served = Object.keys(agents)
+    .map((name) => `'${name}'`)
+    .join(", ");
+  return `Run ${state.runId} was started with model '${state.model}', which this server does not serve (it serves ${served})`;
 }

@@ -2,8 +2,8 @@ import type { SessionStore } from "../store/types.js";
 import type { Metrics } from "./metrics.js";
 
 /**
- * The store as the server uses it, measured: each checkpoint's latency (or failure) and the
- * sessions held by this server go to `metrics`. Costs two clock reads per checkpoint.
+ * The store as the server uses it, measured: each checkpoint's latency (or failure), the
+ * sessions held by this server and those it lost (taken over by another) go to `metrics`. Costs two clock reads per checkpoint.
  */
 export function measuredStore(store: SessionStore, metrics: Metrics): SessionStore {
   return {
@@ -16,6 +16,7 @@ export function measuredStore(store: SessionStore, metrics: Metrics): SessionSto
     async acquire(sessionId) {
       const handle = await store.acquire(sessionId);
       metrics.lease(1);
+      handle.lost?.addEventListener("abort", () => metrics.leaseLost(), { once: true });
       let held = true;
       return {
         sessionId: handle.sessionId,

@@ -1,35 +1,25 @@
 import type { Pool, PoolClient } from "pg";
-import { describeHolder, newHolder, parseHolder } from "./holder.js";
+import { newHolder } from "./holder.js";
+import { type ConnectionLimits, readConnection, transient } from "./postgres-connection.js";
+import { busy, type Row, SUMMARY, stored, summary } from "./postgres-rows.js";
 import { migrate } from "./postgres-schema.js";
 import {
   checkSessionId,
   clock,
-  decodeMessage,
   encodeCheckpoint,
   filtered,
   handleReleased,
   runOfOtherSession,
-  sessionStatus,
   storeClosed,
 } from "./shared.js";
-import {
-  type RunRecord,
-  type RunStatus,
-  type SessionHandle,
-  type SessionStore,
-  type SessionSummary,
-  type StoredSession,
-  StoreError,
-} from "./types.js";
+import { type SessionHandle, type SessionStore, type StoredSession, StoreError } from "./types.js";
 
-export interface PostgresStoreOptions {
+export interface PostgresStoreOptions extends ConnectionLimits {
   /**
    * How long a session stays held by a holder that stopped renewing it (its process died or lost
-   * the database); the handle renews it every third of this while held. Default 30000 ms.
+   * the database); the handle renews it every third of this while held. 100 ms to 1 day; default 30000 ms.
    */
   leaseMs?: number;
-  /** Connections in the pool. Default 10. */
-  maxConnections?: number;
 }
 
 /**
@@ -37,74 +27,41 @@ export interface PostgresStoreOptions {
  * for several processes or machines sharing sessions. Creates its tables (`agentloop_*`) on
  * start, safely when several processes start at once; rejects `newer_schema` for a database of
  * a newer agentloop. A session is held through a lease in its row that the handle renews; a
- * holder that stops renewing loses it after `leaseMs`.
+ * holder that stops renewing loses it after `leaseMs`. The URL is read as libpq reads it
+ * (`sslmode`, `sslrootcert`, `connect_timeout`: see `readConnection`); every connection and
+ * statement has a time limit, so a database that stops answering is a `StoreError`, not a hang.
  */
 export async function postgresStore(url: string, options: PostgresStoreOptions = {}): Promise<SessionStore> {
-  const where = describeUrl(url);
-  const fail = (error: unknown) => toStoreError(error, where);
+  const leaseMs = options.leaseMs ?? 30_000;
+  if (!(leaseMs >= 100 && leaseMs <= 86_400_000))
+    throw new StoreError(
+      "store_error",
+      `leaseMs ${leaseMs} is out of range: give 100 ms to 1 day (86400000 ms)`,
+    );
+  const connection = readConnection(url, options);
   const pg = await import("pg").then((m) => m.default ?? m);
-  const pool = new pg.Pool({ connectionString: url, max: options.maxConnections ?? 10 });
-  // An idle connection that breaks is dropped by the pool; the next query reports the problem.
-  pool.on("error", () => undefined);
-  try {
-    const client = await pool.connect();
+  // sslmode=prefer: TLS first, and plain connections when the server answers it has no TLS.
+  for (const config of [connection.config, connection.plain]) {
+    if (config === undefined) continue;
+    const pool = new pg.Pool(config);
+    // An idle connection that breaks is dropped by the pool; the next query reports the problem.
+    pool.on("error", () => undefined);
     try {
-      await migrate(client, where);
-    } finally {
-      client.release();
+      const client = await pool.connect();
+      try {
+        await migrate(client, connection.where);
+      } finally {
+        client.release();
+      }
+      return open(pool, Math.floor(leaseMs), connection.fail);
+    } catch (error) {
+      await pool.end().catch(() => undefined);
+      const noTls = /does not support SSL/i.test(String((error as Error | undefined)?.message));
+      if (!(noTls && config !== connection.plain && connection.plain)) throw connection.fail(error);
     }
-  } catch (error) {
-    await pool.end().catch(() => undefined);
-    throw fail(error);
   }
-  return open(pool, Math.max(1, Math.floor(options.leaseMs ?? 30_000)), fail);
+  throw new StoreError("store_error", `PostgreSQL at ${connection.where}: no way to connect`);
 }
-
-/** `host:port/database` of a URL, never its password. */
-function describeUrl(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch (error) {
-    throw new StoreError(
-      "store_error",
-      "the PostgreSQL URL is not a URL: use postgres://user:password@host:port/database",
-      { cause: error },
-    );
-  }
-  if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:")
-    throw new StoreError(
-      "store_error",
-      `the PostgreSQL URL starts with ${parsed.protocol}: use postgres://user:password@host:port/database`,
-    );
-  return `${parsed.hostname || "localhost"}:${parsed.port || "5432"}${parsed.pathname === "/" ? "" : parsed.pathname}`;
-}
-
-interface Row {
-  id: string;
-  created_at: number;
-  updated_at: number;
-  message_count: number;
-  last_run_id: string | null;
-  holder: string | null;
-  held: boolean;
-  status: RunStatus | null;
-  stop_reason: string | null;
-}
-
-interface RunRow {
-  run_id: string;
-  session_id: string;
-  status: RunStatus;
-  stop_reason: string | null;
-  state: string;
-  created_at: number;
-  updated_at: number;
-}
-
-const SUMMARY = `SELECT s.id, s.created_at, s.updated_at, s.message_count, s.last_run_id, s.holder,
-  (s.holder IS NOT NULL AND s.lease_until > now()) AS held, r.status, r.stop_reason
-  FROM agentloop_sessions s LEFT JOIN agentloop_runs r ON r.run_id = s.last_run_id`;
 
 const LEASE = "now() + make_interval(secs => $3::double precision / 1000)";
 
@@ -116,6 +73,7 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
   async function transaction<T>(work: (client: PoolClient) => Promise<T>, readOnly = false): Promise<T> {
     if (closed) throw storeClosed();
     let client: PoolClient | undefined;
+    let broken = false;
     try {
       client = await pool.connect();
       await client.query(readOnly ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN");
@@ -123,10 +81,12 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
       await client.query("COMMIT");
       return result;
     } catch (error) {
-      await client?.query("ROLLBACK").catch(() => undefined);
+      // A broken or silent connection is dropped (the server rolls back); a ROLLBACK on it would wait too.
+      broken = transient(error);
+      if (!broken) await client?.query("ROLLBACK").catch(() => undefined);
       throw fail(error);
     } finally {
-      client?.release();
+      client?.release(broken);
     }
   }
 
@@ -137,55 +97,6 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
     } catch (error) {
       throw fail(error);
     }
-  }
-
-  function summary(row: Row, held: boolean): SessionSummary {
-    return {
-      id: row.id,
-      createdAt: row.created_at,
-      updatedAt: row.updated_at,
-      messageCount: row.message_count,
-      status: sessionStatus(held, row.status === null ? undefined : { status: row.status }),
-      ...(row.stop_reason ? { stopReason: row.stop_reason } : {}),
-      ...(row.last_run_id === null ? {} : { lastRunId: row.last_run_id }),
-    };
-  }
-
-  function runRecord(row: RunRow): RunRecord {
-    return {
-      runId: row.run_id,
-      sessionId: row.session_id,
-      status: row.status,
-      ...(row.stop_reason === null ? {} : { stopReason: row.stop_reason }),
-      state: JSON.parse(row.state),
-      createdAt: row.created_at,
-      updatedAt: row.updated_at,
-    };
-  }
-
-  async function stored(client: PoolClient, row: Row, held: boolean): Promise<StoredSession> {
-    const messages = await client.query<{ message: string }>(
-      "SELECT message FROM agentloop_messages WHERE session_id = $1 ORDER BY seq",
-      [row.id],
-    );
-    const run =
-      row.last_run_id === null
-        ? undefined
-        : (await client.query<RunRow>("SELECT * FROM agentloop_runs WHERE run_id = $1", [row.last_run_id]))
-            .rows[0];
-    return {
-      summary: summary(row, held),
-      messages: messages.rows.map((m) => decodeMessage(m.message)),
-      ...(run ? { lastRun: runRecord(run) } : {}),
-    };
-  }
-
-  function busy(sessionId: string, row: Row): StoreError {
-    const holder = row.holder === null ? undefined : parseHolder(row.holder);
-    return new StoreError(
-      "session_busy",
-      `session '${sessionId}' is in use by ${holder ? describeHolder(holder) : "another process"}: wait for it to finish, or use another session id`,
-    );
   }
 
   function handleFor(sessionId: string, session: StoredSession, holder: string): SessionHandle {
@@ -205,8 +116,12 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
     };
     // Renews the lease while held. A failed renewal is retried by the next tick (or the next
     // checkpoint); a renewal that finds the session taken over aborts `lost`.
+    let renewing = false;
     const renew = setInterval(
       () => {
+        // A database that does not answer: one renewal waits for its time limit, not one per tick.
+        if (renewing) return;
+        renewing = true;
         pool
           .query(`UPDATE agentloop_sessions SET lease_until = ${LEASE} WHERE id = $1 AND holder = $2`, [
             sessionId,
@@ -216,7 +131,10 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
           .then((result) => {
             if (result.rowCount === 0) loseIt();
           })
-          .catch(() => undefined);
+          .catch(() => undefined)
+          .finally(() => {
+            renewing = false;
+          });
       },
       Math.max(1, Math.floor(leaseMs / 3)),
     );
@@ -359,13 +277,15 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
           ? " WHERE r.status = 'running' AND (s.holder IS NULL OR s.lease_until <= now())"
           : "";
       const limit = filter?.limit === undefined ? "" : ` LIMIT ${Math.max(0, Math.floor(filter.limit))}`;
+      const order = filter?.oldestFirst ? "ASC" : "DESC";
       const rows = await query<Row>(
-        `${SUMMARY}${where} ORDER BY s.updated_at DESC, s.id${where ? limit : ""}`,
+        `${SUMMARY}${where} ORDER BY s.updated_at ${order}, s.id${where ? limit : ""}`,
         [],
       );
+      // Already in the order asked for: `filtered` must not reverse it again.
       return filtered(
         rows.map((row) => summary(row, row.held)),
-        filter,
+        filter && { ...filter, oldestFirst: false },
       );
     },
 
@@ -419,43 +339,3 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const backoff = (attempt: number) => Math.min(100 * 2 ** attempt, 2_000);
-
-/** A failure of the connection (or a server restarting), which a new connection may not have. */
-function transient(error: unknown): boolean {
-  const cause = error instanceof StoreError ? error.cause : error;
-  const { code, message } = (cause ?? {}) as { code?: string; message?: string };
-  if (code && (UNREACHABLE.has(code) || code.startsWith("08") || code.startsWith("57P"))) return true;
-  return /Connection terminated|timeout exceeded when trying to connect/i.test(String(message));
-}
-
-/** Node's errors for a server that cannot be reached. */
-const UNREACHABLE = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "ETIMEDOUT",
-  "EHOSTUNREACH",
-  "ECONNRESET",
-]);
-
-function toStoreError(error: unknown, where: string): StoreError {
-  if (error instanceof StoreError) return error;
-  const { code, message } = error as { code?: string; message?: string };
-  const reason = String(message ?? error)
-    .replace(/\s+/g, " ")
-    .trim();
-  const make = (text: string) => new StoreError("store_error", text, { cause: error });
-  const host = where.replace(/\/.*$/, "");
-  if (code && UNREACHABLE.has(code))
-    return make(
-      `cannot reach PostgreSQL at ${host}: ${reason}: check that it runs and the URL's host and port`,
-    );
-  if (code === "28P01" || code === "28000")
-    return make(
-      `PostgreSQL at ${host} refused the login (${reason}): check the user and password in the URL`,
-    );
-  if (code === "3D000") return make(`PostgreSQL at ${host}: ${reason}: create it or fix the URL`);
-  if (reason.includes("Connection terminated"))
-    return make(`lost the connection to PostgreSQL at ${host} (${reason}): check the server and try again`);
-  return make(`PostgreSQL at ${where}: ${reason}`);
-}

@@ -101,10 +101,11 @@ export const runOfOtherSession = (runId: string, sessionId: string) =>
     `run ${runId} belongs to session '${sessionId}': a run id is stored under one session only`,
   );
 
-/** The summaries a `list()` filter selects, in the order given. */
+/** The summaries a `list()` filter selects, in the order given (newest first), or reversed for `oldestFirst`. */
 export function filtered(summaries: SessionSummary[], filter: ListFilter | undefined): SessionSummary[] {
   if (!filter) return summaries;
-  const { status, limit } = filter;
+  const { status, limit, oldestFirst } = filter;
   const kept = status === undefined ? summaries : summaries.filter((s) => s.status === status);
-  return limit === undefined ? kept : kept.slice(0, Math.max(0, limit));
+  const ordered = oldestFirst ? [...kept].reverse() : kept;
+  return limit === undefined ? ordered : ordered.slice(0, Math.max(0, limit));
 }

@@ -88,6 +88,8 @@ export interface ListFilter {
   status?: SessionSummary["status"];
   /** At most this many (the most recently updated first). */
   limit?: number;
+  /** The least recently updated first instead (what waited longest, e.g. orphans to resume). */
+  oldestFirst?: boolean;
 }
 
 export interface SessionStore {
@@ -99,7 +101,7 @@ export interface SessionStore {
   acquire(sessionId: string): Promise<SessionHandle>;
   /** The session, read without taking it; `undefined` when there is none. */
   read(sessionId: string): Promise<StoredSession | undefined>;
-  /** Every session (or those the filter selects), most recently updated first. */
+  /** Every session (or those the filter selects), most recently updated first (or oldest first). */
   list(filter?: ListFilter): Promise<SessionSummary[]>;
   /** The session a run belongs to (the server continues runs by id). */
   sessionOfRun(runId: string): Promise<string | undefined>;

@@ -6,9 +6,12 @@
  *   const pg = await startPostgres();   // undefined (with `skipReason`) when there is no server
  *   const url = await pg.database();    // a fresh, empty database
  *   await pg.stop();
+ *
+ * `startPostgres({ tls: true })` serves TLS too, with a self-signed certificate (made with openssl)
+ * for localhost and 127.0.0.1, whose file is `pg.certificate`.
  */
 import { execFile } from "node:child_process";
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -52,10 +55,42 @@ export interface Postgres {
   halt(): Promise<void>;
   /** Starts it again on the same port after `halt()`. */
   restart(): Promise<void>;
+  /** Stops every process of the server with SIGSTOP: connections stay open and nothing answers (a hung host). */
+  freeze(): void;
+  /** Lets the frozen processes go on (SIGCONT). */
+  thaw(): void;
+  /** With `tls`: the server's self-signed certificate (PEM file), its own CA. */
+  certificate?: string;
   stop(): Promise<void>;
 }
 
-export async function startPostgres(): Promise<Postgres> {
+/** The pids of the server: the postmaster (first line of postmaster.pid) and its children. */
+function serverPids(data: string): number[] {
+  const main = Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]);
+  const children = readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === main;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+  return [main, ...children];
+}
+
+/** Sends `signal` to every process of the server (one that has just exited is passed over). */
+function signalServer(data: string, signal: NodeJS.Signals): void {
+  for (const pid of serverPids(data)) {
+    try {
+      process.kill(pid, signal);
+    } catch {}
+  }
+}
+
+export async function startPostgres(options: { tls?: boolean } = {}): Promise<Postgres> {
   if (bin === undefined) throw new Error(skipReason);
   const dir = mkdtempSync(join(tmpdir(), "agentloop-pg-"));
   const data = join(dir, "data");
@@ -73,8 +108,22 @@ export async function startPostgres(): Promise<Postgres> {
       : run("runuser", ["-u", "nobody", "--", join(bin, tool), ...args]);
   const port = await freePort();
   await pg("initdb", ["-D", data, "-U", "agentloop", "--auth=trust", "-E", "UTF8", "--no-sync"]);
-  const options = `-h 127.0.0.1 -p ${port} -k ${dir} -F -c max_connections=200`;
-  await pg("pg_ctl", ["start", "-w", "-D", data, "-l", join(dir, "log"), "-o", options]);
+  let serverOptions = `-h 127.0.0.1 -p ${port} -k ${dir} -F -c max_connections=200`;
+  const certificate = join(dir, "server.crt");
+  if (options.tls) {
+    const key = join(dir, "server.key");
+    await run("openssl", [
+      ...["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost"],
+      ...["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key, "-out", certificate],
+    ]);
+    chmodSync(key, 0o600);
+    if (nobody !== undefined)
+      chownSync(key, nobody, Number((await run("id", ["-g", "nobody"])).stdout.trim()));
+    chmodSync(certificate, 0o644);
+    serverOptions += ` -c ssl=on -c ssl_cert_file=${certificate} -c ssl_key_file=${key}`;
+  }
+  const start = () => pg("pg_ctl", ["start", "-w", "-D", data, "-l", join(dir, "log"), "-o", serverOptions]);
+  await start();
   const base = `postgres://agentloop@127.0.0.1:${port}`;
   let databases = 0;
   return {
@@ -87,10 +136,15 @@ export async function startPostgres(): Promise<Postgres> {
       await pg("pg_ctl", ["stop", "-w", "-m", "immediate", "-D", data]);
     },
     async restart() {
-      await pg("pg_ctl", ["start", "-w", "-D", data, "-l", join(dir, "log"), "-o", options]);
+      await start();
     },
+    freeze: () => signalServer(data, "SIGSTOP"),
+    thaw: () => signalServer(data, "SIGCONT"),
+    ...(options.tls && { certificate }),
     async stop() {
       try {
+        // A test that failed while the server was frozen: let it go on, or it would not stop.
+        if (existsSync(join(data, "postmaster.pid"))) signalServer(data, "SIGCONT");
         await pg("pg_ctl", ["stop", "-w", "-m", "immediate", "-D", data]).catch(() => undefined);
       } finally {
         rmSync(dir, { recursive: true, force: true });

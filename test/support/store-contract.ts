@@ -313,6 +313,17 @@ export function storeContract(name: string, makeStore: () => Promise<SessionStor
       await live.release();
       expect((await store.list())[1]).toMatchObject({ id: "live", status: "interrupted" });
       expect((await store.list({ status: "interrupted", limit: 1 })).map((s) => s.id)).toEqual(["live"]);
+      // Oldest first: what waited longest comes first (orphans to resume, so none starves).
+      expect(
+        (await store.list({ status: "interrupted", limit: 1, oldestFirst: true })).map((s) => s.id),
+      ).toEqual(["crashed"]);
+      expect((await store.list({ oldestFirst: true })).map((s) => s.id)).toEqual([
+        "new",
+        "asking",
+        "crashed",
+        "live",
+        "done",
+      ]);
       await store.ping();
       await store.close();
       await rejectsWith(store.ping(), "closed");
