@@ -1,6 +1,7 @@
 import { errorMessage } from "../core/errors.js";
 import { checkMedia } from "../core/media.js";
 import { type MediaPart, nestedTooDeep, type ToolCall, tooDeepMessage } from "../core/messages.js";
+import { RunWaiters, Waiter } from "./awaited.js";
 import { isToolOutput, type Tool, type ToolContext, type ToolProgress } from "./tool.js";
 
 /** A tool call after look-up, JSON parsing and validation (stage 1 of 3). */
@@ -45,6 +46,8 @@ export interface ExecuteOptions {
   maxMediaBytes?: number;
   /** Removes secrets from a result (and from progress messages) before anything else sees or cuts it. */
   redact?: (text: string) => string;
+  /** The run's calls waiting on a promise; made by the first one. */
+  waiters?: RunWaiters;
 }
 
 /**
@@ -97,10 +100,10 @@ export type CallUpdate = CallOutcome | CallProgress;
 /**
  * Runs prepared calls concurrently (bounded) and hands out their progress reports and each
  * outcome as it completes: `take()` what is in, `wait()` when nothing is. Calls start at once, in
- * call order (a `sequential` tool alone); a tool that returns a value (or a promise already
- * settled) costs no timer and no abort listener. Callers put results back in call order using `index`. Never throws: a throw, a timeout or an abort
- * becomes an error outcome, and an abort settles every pending call at once even when a tool
- * ignores its signal.
+ * call order (a `sequential` tool alone); no call has a timer or an abort listener of its own
+ * (see awaited.ts). Callers put results back in call order using `index`. Never throws: a throw,
+ * a timeout or an abort becomes an error outcome, and an abort settles every pending call at once
+ * even when a tool ignores its signal.
  */
 export function executeCalls(calls: readonly PreparedCall[], options: ExecuteOptions): CallExecution {
   return new CallExecution(calls, options);
@@ -205,7 +208,7 @@ type Settle = (outcome: CallOutcome, endedAt: number) => void;
 
 /**
  * Runs one call and settles it exactly once: at once when the tool returns a value (or throws).
- * Only a pending result arms the timeout and listens for the run's abort.
+ * Only a pending result waits against the timeout and the run's abort.
  */
 function runOne(
   prepared: PreparedCall,
@@ -214,75 +217,111 @@ function runOne(
   started: number,
   settle: Settle,
 ): void {
-  const { signal, redact } = options;
-  const controller = new AbortController();
-  const context: ToolContext = {
-    signal: controller.signal,
-    toolCallId: prepared.call.id,
-    onProgress: (p: ToolProgress) =>
-      report({
-        ...p,
-        ...(redact && p.message !== undefined && { message: redact(p.message) }),
-        type: "progress",
-        index: prepared.index,
-      }),
-  };
+  const context = new CallContext(prepared, report, options.redact);
   let result: unknown;
   try {
-    if (signal.aborted) throw new Error("The run was aborted.");
+    if (options.signal.aborted) throw new Error("The run was aborted.");
     result = (prepared.tool as Tool).execute(prepared.value, context);
   } catch (error) {
     finishCall(prepared, options, error, true, started, settle);
     return;
   }
-  if (isThenable(result)) awaitCall(result, prepared, options, controller, started, settle);
+  if (isThenable(result)) new AwaitedCall(result, prepared, options, context, started, settle);
   else finishCall(prepared, options, result, false, started, settle);
 }
 
-/** A tool's promise, against its timeout and the run's abort. */
-function awaitCall(
-  result: PromiseLike<unknown>,
-  prepared: PreparedCall,
-  options: ExecuteOptions,
-  controller: AbortController,
-  started: number,
-  settle: Settle,
-): void {
-  const { signal } = options;
-  const tool = prepared.tool as Tool;
-  const timeoutMs = tool.timeoutMs ?? options.timeoutMs;
-  let timer: NodeJS.Timeout | undefined;
-  let listening = false;
-  let finished = false;
-  const finish = (value: unknown, failed: boolean) => {
-    if (finished) return;
-    finished = true;
-    if (timer) clearTimeout(timer);
-    if (listening) signal.removeEventListener("abort", onAbort);
-    finishCall(prepared, options, value, failed, started, settle);
-  };
-  const onAbort = () => {
-    controller.abort(signal.reason);
-    finish(new Error("The run was aborted."), true);
-  };
-  Promise.resolve(result).then(
-    (value) => finish(value, false),
-    (error: unknown) => finish(error, true),
-  );
-  // Queued after the reaction of a promise that is already settled: only a pending one arms the
-  // timer and the listener (an `async` tool that never awaits costs neither).
-  queueMicrotask(() => {
-    if (finished) return;
-    if (signal.aborted) return onAbort();
-    if (timeoutMs > 0 && timeoutMs < 2 ** 31) {
-      timer = setTimeout(() => {
-        finish(new Error(`Tool '${tool.name}' timed out after ${timeoutMs} ms.`), true);
-        controller.abort();
-      }, timeoutMs);
+/**
+ * What a tool's `execute` gets. Its signal and progress callback are made when first read: most
+ * calls read neither (and a synchronous tool has nothing to cancel).
+ */
+class CallContext implements ToolContext {
+  readonly toolCallId: string;
+  private controller: AbortController | undefined = undefined;
+  private progress: ((progress: ToolProgress) => void) | undefined = undefined;
+  private cancelled = false;
+  private reason: unknown = undefined;
+
+  constructor(
+    private readonly prepared: PreparedCall,
+    private readonly report: (update: CallProgress) => void,
+    private readonly redact: ((text: string) => string) | undefined,
+  ) {
+    this.toolCallId = prepared.call.id;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.cancelled) this.controller.abort(this.reason);
     }
-    listening = true;
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
+    return this.controller.signal;
+  }
+
+  get onProgress(): (progress: ToolProgress) => void {
+    this.progress ??= (p: ToolProgress) => {
+      const { redact } = this;
+      this.report({
+        ...p,
+        ...(redact && p.message !== undefined && { message: redact(p.message) }),
+        type: "progress",
+        index: this.prepared.index,
+      });
+    };
+    return this.progress;
+  }
+
+  /** Fires the signal (now, or when it is first read). */
+  cancel(reason?: unknown): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.reason = reason;
+    this.controller?.abort(reason);
+  }
+}
+
+/** A tool's promise, against its timeout and the run's abort. */
+class AwaitedCall extends Waiter {
+  private finished = false;
+
+  constructor(
+    result: PromiseLike<unknown>,
+    private readonly prepared: PreparedCall,
+    private readonly options: ExecuteOptions,
+    private readonly context: CallContext,
+    private readonly started: number,
+    private readonly settle: Settle,
+  ) {
+    super();
+    Promise.resolve(result).then(
+      (value) => this.finish(value, false),
+      (error: unknown) => this.finish(error, true),
+    );
+    const tool = prepared.tool as Tool;
+    options.waiters ??= new RunWaiters(options.signal);
+    this.start(started, tool.timeoutMs ?? options.timeoutMs, options.waiters);
+  }
+
+  protected override expire(): void {
+    const tool = this.prepared.tool as Tool;
+    this.finish(
+      new Error(`Tool '${tool.name}' timed out after ${tool.timeoutMs ?? this.options.timeoutMs} ms.`),
+      true,
+    );
+    this.context.cancel();
+  }
+
+  protected override abort(reason: unknown): void {
+    if (this.finished) return;
+    this.context.cancel(reason);
+    this.finish(new Error("The run was aborted."), true);
+  }
+
+  private finish(value: unknown, failed: boolean): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.stop();
+    finishCall(this.prepared, this.options, value, failed, this.started, this.settle);
+  }
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
