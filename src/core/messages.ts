@@ -124,6 +124,8 @@ export const MAX_ARGUMENT_DEPTH = 64;
  */
 export function nestedTooDeep(value: unknown): boolean {
   if (typeof value === "string") {
+    // Each level opens a bracket: a text this short cannot nest too deep.
+    if (value.length <= MAX_ARGUMENT_DEPTH) return false;
     let depth = 0;
     let inString = false;
     for (let i = 0; i < value.length; i++) {

@@ -111,8 +111,20 @@ export interface LoopContext extends ContextManager {
   ): readonly Message[] | Promise<readonly Message[]>;
 }
 
+/** An upper bound of a history's tokens (`upTo` messages counted) and of the last fixed part's. */
+interface Bound {
+  history: readonly Message[];
+  total: number;
+  upTo: number;
+  last: Message | undefined;
+  system: string | undefined;
+  tools: readonly ToolSpec[] | undefined;
+  fixed: number;
+}
+
 /** What one run keeps between its model calls: its history's counts and the last fixed part's. */
 export interface ContextMemo {
+  bound?: Bound;
   history?: readonly Message[];
   window?: Window;
   system?: string;
@@ -137,30 +149,51 @@ export function loopContext(options: ContextOptions): LoopContext {
   const summaryTokens = Math.min(2_000, Math.floor(budget / 10));
   const windows = new WeakMap<readonly Message[], Window>();
   const bound = upperBoundOf(counter);
-  const bounds = new WeakMap<
-    readonly Message[],
-    { total: number; upTo: number; last: Message | undefined }
-  >();
+  const bounds = new WeakMap<readonly Message[], Bound>();
   const toolBounds = new WeakMap<readonly ToolSpec[], number>();
 
   // Until a history comes near the budget, an upper bound of its tokens (see upperBoundOf) shows
   // that it fits: no exact count, so the tokenizer loads only for the first request that could
   // need pruning. Once that bound fails, the exact count takes over for good (a Window exists).
-  function fitsByBound(history: readonly Message[], system: string, tools: readonly ToolSpec[]): boolean {
-    if (!bound || windows.has(history)) return false;
-    let b = bounds.get(history);
-    if (!b || b.upTo > history.length || (b.upTo > 0 && history[b.upTo - 1] !== b.last)) {
-      b = { total: 0, upTo: 0, last: undefined };
-      bounds.set(history, b);
+  function fitsByBound(
+    history: readonly Message[],
+    system: string,
+    tools: readonly ToolSpec[],
+    memo: ContextMemo | undefined,
+  ): boolean {
+    if (!bound) return false;
+    let b: Bound | undefined;
+    if (memo) {
+      if (memo.window && memo.history === history) return false;
+      b = memo.bound;
+    } else {
+      if (windows.has(history)) return false;
+      b = bounds.get(history);
+    }
+    if (
+      !b ||
+      b.history !== history ||
+      b.upTo > history.length ||
+      (b.upTo > 0 && history[b.upTo - 1] !== b.last)
+    ) {
+      b = { history, total: 0, upTo: 0, last: undefined, system: undefined, tools: undefined, fixed: 0 };
+      if (memo) memo.bound = b;
+      else bounds.set(history, b);
     }
     for (; b.upTo < history.length; b.upTo++) b.total += bound.countMessage(history[b.upTo] as Message);
     b.last = history[b.upTo - 1];
-    let toolTokens = toolBounds.get(tools);
-    if (toolTokens === undefined) {
-      toolTokens = countTools(tools, bound);
-      toolBounds.set(tools, toolTokens);
+    // The system prompt and tool list rarely change within a run: counted again only when they do.
+    if (b.system !== system || b.tools !== tools) {
+      let toolTokens = toolBounds.get(tools);
+      if (toolTokens === undefined) {
+        toolTokens = countTools(tools, bound);
+        toolBounds.set(tools, toolTokens);
+      }
+      b.system = system;
+      b.tools = tools;
+      b.fixed = countSystem(system, bound) + toolTokens;
     }
-    return countSystem(system, bound) + toolTokens + b.total <= budget;
+    return b.fixed + b.total <= budget;
   }
   const toolCounts = new WeakMap<readonly ToolSpec[], number>();
   const systemCounts = new Map<string, number>();
@@ -279,7 +312,7 @@ export function loopContext(options: ContextOptions): LoopContext {
     signal: AbortSignal | undefined,
     memo: ContextMemo | undefined,
   ): readonly Message[] | Promise<readonly Message[]> {
-    if (fitsByBound(history, system, tools)) return history;
+    if (fitsByBound(history, system, tools, memo)) return history;
     const w = windowFor(history, memo);
     const n = history.length;
     const total = at(w.prefix, n);
