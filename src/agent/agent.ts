@@ -375,7 +375,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
             ? AbortSignal.any([own.signal, (signal ?? timer) as AbortSignal])
             : own.signal,
     };
-    return new RunHandle<OutputOf<S>>(state, startRun(loop, state), own, o.onEvent);
+    return new RunHandle<OutputOf<S>>(state, startRun(loop), own, o.onEvent);
   }
 }
 

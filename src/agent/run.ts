@@ -1,13 +1,13 @@
-import type { StopReason } from "../core/events.js";
+import type { AgentEvent, StopReason } from "../core/events.js";
 import type { RunState } from "../core/run-state.js";
-import type { ContextMemo, LoopContext } from "../memory/prune.js";
+import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/prune.js";
 import type { Model, ModelRequest, ToolSpec } from "../models/adapter.js";
 import type { ModelPrice } from "../models/pricing.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
 import { OUTPUT_NAME, type OutputSpec, outputInstructions } from "./output.js";
 import { type Budget, type Mode, stablePrompt, type ToolProtocol } from "./prompt.js";
-import { CircuitBreaker, RepetitionGuard } from "./stop.js";
+import { breakerMessage } from "./stop.js";
 
 /** A person's answer to `onApproval`: run it, decline it, or allow the tool for the rest of the run. */
 export type ApprovalDecision = "approve" | "deny" | "always";
@@ -83,8 +83,8 @@ export interface Run {
   execution: ExecuteOptions;
   /** The context manager's counts for this run's history. */
   contextMemo: ContextMemo;
-  breaker: CircuitBreaker;
-  repetition: RepetitionGuard;
+  /** The arguments of the last tool call the repetition guard saw in this process. */
+  lastArguments: string | undefined;
   startedAt: number;
   /** When the current iteration started in this process. */
   iterationStartedAt: number;
@@ -110,7 +110,7 @@ function toolsOf(tools: readonly Tool[]): { specs: readonly ToolSpec[]; byName: 
   return found;
 }
 
-export function startRun(options: LoopOptions, state: RunState): Run {
+export function startRun(options: LoopOptions): Run {
   const { specs, byName } = toolsOf(options.tools);
   const answerSchema = options.mode === "natural" ? options.output : undefined;
   const native = answerSchema !== undefined && options.model.structuredOutput === true;
@@ -132,22 +132,36 @@ export function startRun(options: LoopOptions, state: RunState): Run {
       timeoutMs: options.toolTimeoutMs,
       maxResultChars: options.maxToolResultChars,
       maxMediaBytes: options.maxMediaBytes,
-      ...(options.redact && { redact: options.redact }),
+      redact: options.redact,
+      waiters: undefined,
     },
-    contextMemo: {},
-    breaker: new CircuitBreaker(options.circuitBreakerThreshold, state.guards.breaker),
-    repetition: new RepetitionGuard(options.repetitionThreshold, state.guards.repetition),
+    contextMemo: newContextMemo(),
+    lastArguments: undefined,
     startedAt: performance.now(),
     iterationStartedAt: performance.now(),
   };
 }
 
+/** Where a run's events go besides being yielded. */
+export interface Sink {
+  /** Sees every event at the point it happens (`onEvent`). */
+  emit(event: AgentEvent): void;
+  /** Nobody iterates: events are only emitted, and one `next()` runs the run to its end. */
+  readonly drained: boolean;
+  /** Drained, and `emit` passes events to nobody: the loop need not make them. */
+  readonly quiet: boolean;
+  /** The run stopped or waits, its state final and stored: called before its last events go out. */
+  ended(): void;
+  /** A checkpoint or `emit` threw: the run is over (the error goes on to the reader). */
+  failed(error: unknown): void;
+}
+
 export const CONTINUE: Next = { type: "continue" };
 
-export function circuitBreaker(run: Run): Next {
+export function circuitBreaker(state: RunState): Next {
   return {
     type: "stop",
     stopReason: "circuit_breaker",
-    error: { message: run.breaker.message, code: "circuit_breaker" },
+    error: { message: breakerMessage(state.guards.breaker), code: "circuit_breaker" },
   };
 }

@@ -9,7 +9,7 @@ import {
   type TokenCounter,
   tokenCounterFor,
   truncateToTokens,
-  upperBoundOf,
+  upperBoundsOf,
 } from "./tokens.js";
 
 export interface ContextOptions {
@@ -114,6 +114,8 @@ export interface LoopContext extends ContextManager {
 /** An upper bound of a history's tokens (`upTo` messages counted) and of the last fixed part's. */
 interface Bound {
   history: readonly Message[];
+  /** Which of the bounds counted `total` (the looser ones failed). */
+  level: number;
   total: number;
   upTo: number;
   last: Message | undefined;
@@ -124,12 +126,24 @@ interface Bound {
 
 /** What one run keeps between its model calls: its history's counts and the last fixed part's. */
 export interface ContextMemo {
-  bound?: Bound;
-  history?: readonly Message[];
-  window?: Window;
-  system?: string;
-  tools?: readonly ToolSpec[];
-  fixed?: number;
+  bound: Bound | undefined;
+  history: readonly Message[] | undefined;
+  window: Window | undefined;
+  system: string | undefined;
+  tools: readonly ToolSpec[] | undefined;
+  fixed: number;
+}
+
+/** An empty memo, every field in place (one object shape for every run). */
+export function newContextMemo(): ContextMemo {
+  return {
+    bound: undefined,
+    history: undefined,
+    window: undefined,
+    system: undefined,
+    tools: undefined,
+    fixed: 0,
+  };
 }
 
 export function loopContext(options: ContextOptions): LoopContext {
@@ -148,20 +162,20 @@ export function loopContext(options: ContextOptions): LoopContext {
   const summarizer = options.strategy === "summarize" ? options.summarizer : undefined;
   const summaryTokens = Math.min(2_000, Math.floor(budget / 10));
   const windows = new WeakMap<readonly Message[], Window>();
-  const bound = upperBoundOf(counter);
+  const boundCounters = upperBoundsOf(counter);
   const bounds = new WeakMap<readonly Message[], Bound>();
-  const toolBounds = new WeakMap<readonly ToolSpec[], number>();
+  const toolBounds = new WeakMap<readonly ToolSpec[], number[]>();
 
-  // Until a history comes near the budget, an upper bound of its tokens (see upperBoundOf) shows
+  // Until a history comes near the budget, an upper bound of its tokens (see upperBoundsOf) shows
   // that it fits: no exact count, so the tokenizer loads only for the first request that could
-  // need pruning. Once that bound fails, the exact count takes over for good (a Window exists).
+  // need pruning. When a bound fails the next, tighter one counts the history again; once the
+  // last fails, the exact count takes over for good (a Window exists).
   function fitsByBound(
     history: readonly Message[],
     system: string,
     tools: readonly ToolSpec[],
     memo: ContextMemo | undefined,
   ): boolean {
-    if (!bound) return false;
     let b: Bound | undefined;
     if (memo) {
       if (memo.window && memo.history === history) return false;
@@ -176,24 +190,49 @@ export function loopContext(options: ContextOptions): LoopContext {
       b.upTo > history.length ||
       (b.upTo > 0 && history[b.upTo - 1] !== b.last)
     ) {
-      b = { history, total: 0, upTo: 0, last: undefined, system: undefined, tools: undefined, fixed: 0 };
+      b = {
+        history,
+        level: 0,
+        total: 0,
+        upTo: 0,
+        last: undefined,
+        system: undefined,
+        tools: undefined,
+        fixed: 0,
+      };
       if (memo) memo.bound = b;
       else bounds.set(history, b);
     }
-    for (; b.upTo < history.length; b.upTo++) b.total += bound.countMessage(history[b.upTo] as Message);
-    b.last = history[b.upTo - 1];
-    // The system prompt and tool list rarely change within a run: counted again only when they do.
-    if (b.system !== system || b.tools !== tools) {
-      let toolTokens = toolBounds.get(tools);
-      if (toolTokens === undefined) {
-        toolTokens = countTools(tools, bound);
-        toolBounds.set(tools, toolTokens);
+    for (; b.level < boundCounters.length; b.level++) {
+      const bound = boundCounters[b.level] as TokenCounter;
+      if (b.upTo === 0 || b.system !== system || b.tools !== tools) {
+        b.system = system;
+        b.tools = tools;
+        b.fixed = countSystem(system, bound) + toolTokens(tools, b.level);
       }
-      b.system = system;
-      b.tools = tools;
-      b.fixed = countSystem(system, bound) + toolTokens;
+      for (; b.upTo < history.length; b.upTo++) b.total += bound.countMessage(history[b.upTo] as Message);
+      b.last = history[b.upTo - 1];
+      if (b.fixed + b.total <= budget) return true;
+      b.total = 0;
+      b.upTo = 0;
     }
-    return b.fixed + b.total <= budget;
+    return false;
+  }
+
+  function resultFitsByBound(content: string): boolean {
+    for (const bound of boundCounters) if (bound.count(content) <= maxToolResultTokens) return true;
+    return false;
+  }
+
+  /** The tool definitions by bound `level`, counted once per tool list. */
+  function toolTokens(tools: readonly ToolSpec[], level: number): number {
+    let counts = toolBounds.get(tools);
+    if (!counts) {
+      counts = [];
+      toolBounds.set(tools, counts);
+    }
+    counts[level] ??= countTools(tools, boundCounters[level] as TokenCounter);
+    return counts[level];
   }
   const toolCounts = new WeakMap<readonly ToolSpec[], number>();
   const systemCounts = new Map<string, number>();
@@ -297,9 +336,7 @@ export function loopContext(options: ContextOptions): LoopContext {
     budget,
     maxToolResultTokens,
     truncateToolResult: (content: string) =>
-      bound && bound.count(content) <= maxToolResultTokens
-        ? content
-        : truncateToTokens(content, maxToolResultTokens, counter),
+      resultFitsByBound(content) ? content : truncateToTokens(content, maxToolResultTokens, counter),
 
     fit: async (history, system, tools, signal) => shape(history, system, tools, signal, undefined),
     shape,
@@ -317,7 +354,7 @@ export function loopContext(options: ContextOptions): LoopContext {
     const n = history.length;
     const total = at(w.prefix, n);
     let fixed: number;
-    if (memo?.system === system && memo.tools === tools) fixed = memo.fixed as number;
+    if (memo?.system === system && memo.tools === tools) fixed = memo.fixed;
     else {
       fixed = fixedTokens(system, tools);
       if (memo) {

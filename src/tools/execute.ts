@@ -1,6 +1,6 @@
 import { errorMessage } from "../core/errors.js";
 import { checkMedia } from "../core/media.js";
-import { type MediaPart, nestedTooDeep, type ToolCall, tooDeepMessage } from "../core/messages.js";
+import { type MediaPart, nestedTooDeep, type ToolCall, tooDeepMessage, trimmed } from "../core/messages.js";
 import { RunWaiters, Waiter } from "./awaited.js";
 import { isToolOutput, type Tool, type ToolContext, type ToolProgress } from "./tool.js";
 
@@ -63,7 +63,7 @@ export function prepareCall(call: ToolCall, index: number, tools: ReadonlyMap<st
   }
   let parsed: unknown;
   try {
-    parsed = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments);
+    parsed = trimmed(call.arguments) === "" ? {} : JSON.parse(call.arguments);
   } catch (error) {
     return {
       index,
@@ -105,14 +105,20 @@ export type CallUpdate = CallOutcome | CallProgress;
  * a timeout or an abort becomes an error outcome, and an abort settles every pending call at once
  * even when a tool ignores its signal.
  */
-export function executeCalls(calls: readonly PreparedCall[], options: ExecuteOptions): CallExecution {
-  return new CallExecution(calls, options);
+export function executeCalls(
+  calls: readonly PreparedCall[],
+  options: ExecuteOptions,
+  now = -1,
+): CallExecution {
+  return new CallExecution(calls, options, now >= 0 ? now : performance.now());
 }
 
 export class CallExecution {
   /** When the last outcome came in (`performance.now()`); the start time until then. */
   endedAt: number;
-  private readonly queue: CallUpdate[] = [];
+  /** The oldest update not yet taken; the later ones are in `more` (most batches never need it). */
+  private first: CallUpdate | undefined = undefined;
+  private more: CallUpdate[] | undefined = undefined;
   private head = 0;
   /** Outcomes not yet taken. */
   private left: number;
@@ -121,15 +127,19 @@ export class CallExecution {
   /** A `sequential` call is running: nothing else starts. */
   private alone = false;
   private pumping = false;
-  private wake: (() => void) | undefined;
+  private wake: (() => void) | undefined = undefined;
+  /** Whether anyone waited for an outcome (else all were in before the constructor returned). */
+  waited = false;
 
   constructor(
     private readonly calls: readonly PreparedCall[],
-    private readonly options: ExecuteOptions,
+    readonly options: ExecuteOptions,
+    /** When the calls start (`performance.now()`). */
+    now: number,
   ) {
     this.left = calls.length;
-    this.endedAt = performance.now();
-    this.pump(this.endedAt);
+    this.endedAt = now;
+    this.pump(now);
   }
 
   /** True once every outcome has been taken. */
@@ -139,31 +149,48 @@ export class CallExecution {
 
   /** The oldest report not yet taken, or undefined while the calls still run (or all are done). */
   take(): CallUpdate | undefined {
-    if (this.head === this.queue.length) return undefined;
-    const update = this.queue[this.head] as CallUpdate;
-    if (++this.head === this.queue.length) {
-      this.queue.length = 0;
-      this.head = 0;
-    }
+    const update = this.first;
+    if (!update) return undefined;
+    const { more } = this;
+    if (more && this.head < more.length) {
+      this.first = more[this.head++];
+      if (this.head === more.length) {
+        more.length = 0;
+        this.head = 0;
+      }
+    } else this.first = undefined;
     if (update.type === "outcome") this.left--;
     return update;
   }
 
   /** Resolves when there is something to take. */
   wait(): Promise<void> {
+    this.waited = true;
     return new Promise<void>((resolve) => {
       this.wake = resolve;
     });
   }
 
-  private readonly report = (update: CallUpdate): void => {
-    this.queue.push(update);
+  /** @internal A call's progress or outcome, for `take()`. */
+  report(update: CallUpdate): void {
+    if (!this.first) this.first = update;
+    else if (this.more) this.more.push(update);
+    else this.more = [update];
     const wake = this.wake;
     if (wake) {
       this.wake = undefined;
       wake();
     }
-  };
+  }
+
+  /** @internal A call has its outcome: its slot frees and the next calls start. */
+  settled(prepared: PreparedCall, outcome: CallOutcome, endedAt: number): void {
+    this.running--;
+    if (prepared.tool?.sequential === true) this.alone = false;
+    this.endedAt = endedAt;
+    this.report(outcome);
+    this.pump();
+  }
 
   /** Starts calls in order while slots are free. A sync tool finishes inside, and the loop goes on. */
   private pump(now?: number): void {
@@ -190,13 +217,7 @@ export class CallExecution {
       this.running++;
       if (sequential) this.alone = true;
       now ??= performance.now();
-      runOne(prepared, options, this.report, now, (outcome, endedAt) => {
-        this.running--;
-        if (sequential) this.alone = false;
-        this.endedAt = endedAt;
-        this.report(outcome);
-        this.pump();
-      });
+      runOne(prepared, this, now);
     }
     this.pumping = false;
   }
@@ -204,30 +225,23 @@ export class CallExecution {
 
 const NO_MEDIA: readonly MediaPart[] = [];
 
-type Settle = (outcome: CallOutcome, endedAt: number) => void;
-
 /**
  * Runs one call and settles it exactly once: at once when the tool returns a value (or throws).
  * Only a pending result waits against the timeout and the run's abort.
  */
-function runOne(
-  prepared: PreparedCall,
-  options: ExecuteOptions,
-  report: (update: CallProgress) => void,
-  started: number,
-  settle: Settle,
-): void {
-  const context = new CallContext(prepared, report, options.redact);
+function runOne(prepared: PreparedCall, execution: CallExecution, started: number): void {
+  const { options } = execution;
+  const context = new CallContext(prepared, execution);
   let result: unknown;
   try {
     if (options.signal.aborted) throw new Error("The run was aborted.");
     result = (prepared.tool as Tool).execute(prepared.value, context);
   } catch (error) {
-    finishCall(prepared, options, error, true, started, settle);
+    finishCall(prepared, execution, error, true, started);
     return;
   }
-  if (isThenable(result)) new AwaitedCall(result, prepared, options, context, started, settle);
-  else finishCall(prepared, options, result, false, started, settle);
+  if (isThenable(result)) new AwaitedCall(result, prepared, execution, context, started);
+  else finishCall(prepared, execution, result, false, started);
 }
 
 /**
@@ -243,8 +257,7 @@ class CallContext implements ToolContext {
 
   constructor(
     private readonly prepared: PreparedCall,
-    private readonly report: (update: CallProgress) => void,
-    private readonly redact: ((text: string) => string) | undefined,
+    private readonly execution: CallExecution,
   ) {
     this.toolCallId = prepared.call.id;
   }
@@ -259,8 +272,8 @@ class CallContext implements ToolContext {
 
   get onProgress(): (progress: ToolProgress) => void {
     this.progress ??= (p: ToolProgress) => {
-      const { redact } = this;
-      this.report({
+      const { redact } = this.execution.options;
+      this.execution.report({
         ...p,
         ...(redact && p.message !== undefined && { message: redact(p.message) }),
         type: "progress",
@@ -286,10 +299,9 @@ class AwaitedCall extends Waiter {
   constructor(
     result: PromiseLike<unknown>,
     private readonly prepared: PreparedCall,
-    private readonly options: ExecuteOptions,
+    private readonly execution: CallExecution,
     private readonly context: CallContext,
     private readonly started: number,
-    private readonly settle: Settle,
   ) {
     super();
     Promise.resolve(result).then(
@@ -297,16 +309,15 @@ class AwaitedCall extends Waiter {
       (error: unknown) => this.finish(error, true),
     );
     const tool = prepared.tool as Tool;
+    const { options } = execution;
     options.waiters ??= new RunWaiters(options.signal);
     this.start(started, tool.timeoutMs ?? options.timeoutMs, options.waiters);
   }
 
   protected override expire(): void {
     const tool = this.prepared.tool as Tool;
-    this.finish(
-      new Error(`Tool '${tool.name}' timed out after ${tool.timeoutMs ?? this.options.timeoutMs} ms.`),
-      true,
-    );
+    const ms = tool.timeoutMs ?? this.execution.options.timeoutMs;
+    this.finish(new Error(`Tool '${tool.name}' timed out after ${ms} ms.`), true);
     this.context.cancel();
   }
 
@@ -320,7 +331,7 @@ class AwaitedCall extends Waiter {
     if (this.finished) return;
     this.finished = true;
     this.stop();
-    finishCall(this.prepared, this.options, value, failed, this.started, this.settle);
+    finishCall(this.prepared, this.execution, value, failed, this.started);
   }
 }
 
@@ -332,14 +343,14 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 
 function finishCall(
   prepared: PreparedCall,
-  options: ExecuteOptions,
+  execution: CallExecution,
   value: unknown,
   failed: boolean,
   started: number,
-  settle: Settle,
 ): void {
   const endedAt = performance.now();
-  settle(outcomeOf(prepared, options, value, failed, Math.round(endedAt - started)), endedAt);
+  const outcome = outcomeOf(prepared, execution.options, value, failed, Math.round(endedAt - started));
+  execution.settled(prepared, outcome, endedAt);
 }
 
 /** Stage 3: the result as the model will read it (serialised, redacted, cut), and whether it ends the loop. */
@@ -401,6 +412,9 @@ function safePredicate(predicate: () => boolean): boolean {
 /** Strings pass through, a `toolOutput` gives its text; anything else becomes JSON (undefined becomes ""). */
 export function serialiseResult(result: unknown): string {
   if (typeof result === "string") return result;
+  // What JSON.stringify gives, without its machinery: the commonest non-string results.
+  if (typeof result === "number") return Number.isFinite(result) ? String(result) : "null";
+  if (typeof result === "boolean") return result ? "true" : "false";
   if (isToolOutput(result)) return result.text;
   if (result === undefined) return "";
   try {
