@@ -1,11 +1,14 @@
-import OpenAI, {
+// The subpaths, not the package root: the root also loads the Bedrock client and the helpers
+// (a few modules fewer before the first request). The same modules, so the same classes.
+import { AzureOpenAI } from "openai/azure";
+import { OpenAI } from "openai/client";
+import {
   APIConnectionError,
   APIConnectionTimeoutError,
   APIError,
   APIUserAbortError,
-  AzureOpenAI,
   OpenAIError,
-} from "openai";
+} from "openai/core/error";
 import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
 import { ChatStreamAssembler, completionToReply } from "./chat-assembler.js";
 import {

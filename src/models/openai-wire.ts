@@ -1,5 +1,5 @@
 import type OpenAI from "openai";
-import { AzureOpenAI } from "openai";
+import { AzureOpenAI } from "openai/azure";
 import { describeMedia, parseDataUrl } from "../core/media.js";
 import type { MediaPart, Message, ToolMessage } from "../core/messages.js";
 import type { ModelRequest, ToolSpec } from "./adapter.js";
