@@ -57,7 +57,8 @@ export async function* decide(
   open: readonly PreparedCall[],
   sink: Sink,
 ): AsyncGenerator<AgentEvent, Asked> {
-  const { onApproval, checkpoint } = run.options;
+  const { onApproval } = run.options;
+  const { checkpoint } = run;
   const { runId } = state;
   const pending = state.pending as PendingCalls;
   const asked: Asked = { ready: [], approval: false, question: undefined };

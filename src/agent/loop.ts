@@ -29,6 +29,8 @@ import { closePending, pendingApprovals } from "./state.js";
 import { recordFailure } from "./stop.js";
 
 const ABORTED: Next = { type: "stop", stopReason: "aborted" };
+const FINAL_ANSWER: Next = { type: "stop", stopReason: "final_answer" };
+const NO_EVENTS: readonly AgentEvent[] = [];
 
 /**
  * A run from its state to its stop: iterations of one model call and the tool calls it asks for
@@ -39,7 +41,7 @@ const ABORTED: Next = { type: "stop", stopReason: "aborted" };
  */
 export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGenerator<AgentEvent, undefined> {
   // Few locals, one `event` for all: a waiting run keeps every register of this frame.
-  const { checkpoint } = run.options;
+  const { checkpoint } = run;
   let next: Next = CONTINUE;
   let event: AgentEvent;
   // A clock reading no other code has run since (a drained run nobody listens to, between sync
@@ -91,7 +93,8 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           if (!sink.drained) yield event;
         }
         if (!state.pending) {
-          next = await answered(state, run);
+          next = answered(state, run);
+          if (next === CONTINUE && checkpoint) await checkpoint(state);
           clock = -1;
           continue;
         }
@@ -126,7 +129,7 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
         if (!sink.drained) yield event;
       }
       clock = quiet && !execution.waited ? execution.endedAt : -1;
-      if (run.options.signal.aborted) next = ABORTED;
+      if (run.signal.aborted) next = ABORTED;
       else {
         next = (asked && waitFor(state, asked)) || finishIteration(state, run, execution.endedAt);
         if (next === CONTINUE && checkpoint) await checkpoint(state);
@@ -134,9 +137,10 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
     }
 
     // Stopped or waiting: the run's last events, after its last checkpoint.
-    const last = conclude(state, run, next as Exclude<Next, { type: "continue" }>);
+    conclude(state, run, next as Exclude<Next, { type: "continue" }>);
     if (checkpoint) await checkpoint(state);
     sink.ended();
+    const last = sink.quiet ? NO_EVENTS : lastEvents(state);
     for (let i = 0; i < last.length; i++) {
       event = last[i] as AgentEvent;
       sink.emit(event);
@@ -150,7 +154,8 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
 
 /** The request of this iteration: the history shaped to fit the context window (which may mean a summary, later). */
 function requestFor(state: RunState, run: Run, system: string): ModelRequest | Promise<ModelRequest> {
-  const { context, signal } = run.options;
+  const { context } = run.options;
+  const { signal } = run;
   const messages = context
     ? context.shape(state.messages, system, run.nativeTools, signal, run.contextMemo)
     : state.messages;
@@ -168,10 +173,9 @@ function callEvent({ call, arguments: args }: PreparedCall, runId: string): Agen
   return { type: "tool_call", id: call.id, name: call.name, arguments: args, runId };
 }
 
-/** The run stops or waits: its state says why (open calls closed), and its last events. */
-function conclude(state: RunState, run: Run, next: Exclude<Next, { type: "continue" }>): AgentEvent[] {
+/** The run stops or waits: its state says why (open calls closed). */
+function conclude(state: RunState, run: Run, next: Exclude<Next, { type: "continue" }>): void {
   const s = state;
-  const { runId } = s;
   if (next.type === "wait") {
     s.status = next.for === "approval" ? "awaiting_approval" : "awaiting_answer";
     s.stopReason = next.for === "approval" ? "approval_required" : "ask_question";
@@ -184,10 +188,15 @@ function conclude(state: RunState, run: Run, next: Exclude<Next, { type: "contin
       s.error = { message, code: next.error.code };
     }
   }
+}
+
+/** The events that end a run: `error` when it stopped on one, then `turn_complete`. */
+function lastEvents(s: RunState): AgentEvent[] {
+  const { runId } = s;
   const approvals = pendingApprovals(s);
   const body: AgentEventBody = {
     type: "turn_complete",
-    stopReason: s.stopReason,
+    stopReason: s.stopReason as NonNullable<RunState["stopReason"]>,
     iterations: s.iteration,
     output: s.output,
     usage: { ...s.usage },
@@ -204,7 +213,7 @@ function conclude(state: RunState, run: Run, next: Exclude<Next, { type: "contin
  */
 function startIteration(state: RunState, run: Run, clock: number): string | Next {
   const { maxIterations, mode } = run.options;
-  if (run.options.signal.aborted) return ABORTED;
+  if (run.signal.aborted) return ABORTED;
   if (state.iteration >= maxIterations) return { type: "stop", stopReason: "max_iterations" };
   const started = clock >= 0 ? clock : performance.now();
   let warning: string | undefined;
@@ -243,7 +252,7 @@ function takeReply(
   const modelMs = now - run.iterationStartedAt;
   const reply = ended && "toolCalls" in ended ? ended : undefined;
   const failure = reply ? undefined : (ended as ModelError | undefined);
-  if (run.options.signal.aborted || failure?.code === "aborted") return ABORTED;
+  if (run.signal.aborted || failure?.code === "aborted") return ABORTED;
   if (!reply) {
     const error = failure ?? {
       message: "The model stream ended without a reply.",
@@ -286,44 +295,32 @@ function messageEvent(state: RunState): AgentEvent {
     : { type: "message", content, refusal, runId };
 }
 
-/** A reply without tool calls: the answer (checked against the output schema), or in explicit mode a correction. */
-async function answered(state: RunState, run: Run): Promise<Next> {
-  const { checkpoint, output } = run.options;
+/**
+ * A reply without tool calls: the answer (checked against the output schema), or in explicit mode
+ * a correction. The caller checkpoints a `CONTINUE`.
+ */
+function answered(state: RunState, run: Run): Next {
+  const { output, circuitBreakerThreshold } = run.options;
+  const { breaker } = state.guards;
   if (run.options.mode === "natural") {
     // A refusal is final: asking again for the schema would not change the model's mind.
-    if (!output || state.refusal !== undefined) return { type: "stop", stopReason: "final_answer" };
+    if (!output || state.refusal !== undefined) return FINAL_ANSWER;
     const answer = readAnswer(output, state.output);
     if (answer.ok) {
       state.output = answer.json;
-      return { type: "stop", stopReason: "final_answer" };
+      return FINAL_ANSWER;
     }
     state.messages.push({ role: "user", content: answerCorrection(answer.message) });
     // Any invalid answer counts as the same error: a model that ignores the schema trips the breaker.
     const description = `the final answer does not match the output schema (${answer.message})`;
-    if (
-      recordFailure(
-        state.guards.breaker,
-        run.options.circuitBreakerThreshold,
-        "\u0000output_schema",
-        description,
-      )
-    )
+    if (recordFailure(breaker, circuitBreakerThreshold, "\u0000output_schema", description))
       return circuitBreaker(state);
-    if (checkpoint) await checkpoint(state);
     return CONTINUE;
   }
   state.messages.push({ role: "user", content: EXPLICIT_CORRECTION });
   const description = "the reply had no tool call (explicit mode requires one)";
-  if (
-    recordFailure(
-      state.guards.breaker,
-      run.options.circuitBreakerThreshold,
-      "\u0000no_tool_call",
-      description,
-    )
-  )
+  if (recordFailure(breaker, circuitBreakerThreshold, "\u0000no_tool_call", description))
     return circuitBreaker(state);
-  if (checkpoint) await checkpoint(state);
   return CONTINUE;
 }
 

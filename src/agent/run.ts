@@ -43,19 +43,12 @@ export interface LoopOptions {
   price?: ModelPrice;
   /** Removes configured secrets from tool results, progress messages and error messages. */
   redact?: (text: string) => string;
-  /**
-   * Called at every checkpoint (SPEC section 9): after the user's input, after a reply with tool
-   * calls (before they start), after each tool result, after each iteration and at the stop. The
-   * run waits for it, so a store can make each one durable. A throw ends the run (rejects).
-   */
-  checkpoint?: (state: RunState) => Promise<void>;
   /** Asks a person about a call that needs approval; without it such calls wait in the state. */
   onApproval?: (call: {
     id: string;
     name: string;
     arguments: Record<string, unknown>;
   }) => ApprovalDecision | Promise<ApprovalDecision>;
-  signal: AbortSignal;
 }
 
 /**
@@ -70,7 +63,16 @@ export type Next =
 
 /** A run's loop: its options and what is derived from them once. */
 export interface Run {
+  /** Shared by the runs of an agent that have nothing of their own. */
   options: LoopOptions;
+  /** Aborts the run (its own controller, the caller's signal, the time limit). */
+  signal: AbortSignal;
+  /**
+   * Called at every checkpoint (SPEC section 9): after the user's input, after a reply with tool
+   * calls (before they start), after each tool result, after each iteration and at the stop. The
+   * run waits for it, so a store can make each one durable. A throw ends the run (rejects).
+   */
+  checkpoint: ((state: RunState) => Promise<void>) | undefined;
   tools: ReadonlyMap<string, Tool>;
   nativeTools: readonly ToolSpec[];
   /** The `output` of every request: set in natural mode for a model with `structuredOutput`. */
@@ -110,7 +112,20 @@ function toolsOf(tools: readonly Tool[]): { specs: readonly ToolSpec[]; byName: 
   return found;
 }
 
-export function startRun(options: LoopOptions): Run {
+/** What a run derives from its options: made once per options object (shared by an agent's runs). */
+interface Derived {
+  tools: ReadonlyMap<string, Tool>;
+  nativeTools: readonly ToolSpec[];
+  requestOutput: ModelRequest["output"];
+  stable: string;
+  budgeted: boolean;
+}
+
+const derivedOf = new WeakMap<LoopOptions, Derived>();
+
+function derive(options: LoopOptions): Derived {
+  let found = derivedOf.get(options);
+  if (found) return found;
   const { specs, byName } = toolsOf(options.tools);
   const answerSchema = options.mode === "natural" ? options.output : undefined;
   const native = answerSchema !== undefined && options.model.structuredOutput === true;
@@ -118,16 +133,36 @@ export function startRun(options: LoopOptions): Run {
   let stable = stablePrompt({ instructions, mode, toolProtocol, tools: specs });
   if (answerSchema && !native)
     stable = [stable, outputInstructions(answerSchema)].filter(Boolean).join("\n\n");
-  return {
-    options,
+  found = {
     tools: byName,
     nativeTools: options.toolProtocol === "native" ? specs : [],
     requestOutput: native ? { name: OUTPUT_NAME, schema: answerSchema.jsonSchema } : undefined,
     stable,
     budgeted: Object.values(options.budget).some((limit) => limit !== undefined),
-    streamOptions: { signal: options.signal },
+  };
+  derivedOf.set(options, found);
+  return found;
+}
+
+export function startRun(
+  options: LoopOptions,
+  signal: AbortSignal,
+  checkpoint: ((state: RunState) => Promise<void>) | undefined,
+): Run {
+  const { tools, nativeTools, requestOutput, stable, budgeted } = derive(options);
+  const now = performance.now();
+  return {
+    options,
+    signal,
+    checkpoint,
+    tools,
+    nativeTools,
+    requestOutput,
+    stable,
+    budgeted,
+    streamOptions: { signal },
     execution: {
-      signal: options.signal,
+      signal,
       concurrency: options.toolConcurrency,
       timeoutMs: options.toolTimeoutMs,
       maxResultChars: options.maxToolResultChars,
@@ -137,8 +172,8 @@ export function startRun(options: LoopOptions): Run {
     },
     contextMemo: newContextMemo(),
     lastArguments: undefined,
-    startedAt: performance.now(),
-    iterationStartedAt: performance.now(),
+    startedAt: now,
+    iterationStartedAt: now,
   };
 }
 

@@ -13,17 +13,22 @@ export type { GuardState, PendingCalls, RunState, RunStatus } from "../core/run-
 export { RUN_STATE_VERSION } from "../core/run-state.js";
 
 /**
- * A fresh state for a run of `input` after `history` (not modified). Every field is there from
+ * A fresh state for a run after `history` (not modified), its `input` appended when given. Every field is there from
  * the start, undefined until set (JSON leaves those out): one object shape for every run, which
  * V8's optimised code can rely on even after all runs so far were collected.
  */
-export function newRunState(runId: string, history: readonly Message[], sessionId?: string): RunState {
+export function newRunState(
+  runId: string,
+  history: readonly Message[],
+  sessionId?: string,
+  input?: Message,
+): RunState {
   return {
     version: RUN_STATE_VERSION,
     runId,
     sessionId,
     status: "running",
-    messages: [...history],
+    messages: input ? [...history, input] : [...history],
     iteration: 0,
     usage: emptyUsage(),
     steps: [],
