@@ -28,7 +28,8 @@ export function newRunState(
     runId,
     sessionId,
     status: "running",
-    messages: input ? [...history, input] : [...history],
+    // concat and slice allocate the exact size; a spread or a push leaves room for 16 more.
+    messages: input ? history.concat(input) : history.slice(),
     iteration: 0,
     usage: emptyUsage(),
     steps: [],
