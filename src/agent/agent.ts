@@ -1,5 +1,6 @@
 import { AgentloopError } from "../core/errors.js";
 import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
+import { newRunId } from "../core/ids.js";
 import { DEFAULT_MAX_MEDIA_BYTES, userMessage } from "../core/media.js";
 import type { UserInput } from "../core/messages.js";
 import { environmentSecrets, secretRedactor } from "../core/redact.js";
@@ -165,6 +166,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   private readonly context: LoopContext;
   private readonly redact: ((text: string) => string) | undefined;
   private readonly output: OutputSpec | undefined;
+  /** The loop options of the runs with nothing of their own, made by the first. */
+  private shared: LoopOptions | undefined;
 
   /**
    * @throws AgentloopError("invalid_option") for a bad option: an `outputSchema` that is not an
@@ -249,18 +252,22 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   stream(input: UserInput, options?: OptionsOf<S>): RunHandle<OutputOf<S>>;
   stream<Output>(input: UserInput, options: RunOptions = {}): RunHandle<Output> {
     const message = userMessage(input, this.options.maxImageBytes ?? DEFAULT_MAX_MEDIA_BYTES);
+    const history = options.history ?? [];
+    // A history that ends with calls left open (a run that waits): the input answers an
+    // `ask_question` among them, and the others are closed as not run.
+    let last = history.length - 1;
+    while (history[last]?.role === "tool") last--;
+    const reply = history[last];
+    const waits = reply?.role === "assistant" && reply.toolCalls?.length;
+    // The input goes in with the history (an array of the right size) unless calls are closed first.
     const state = newRunState(
       options.runId ?? newRunId(),
-      options.history ?? [],
+      history,
       options.sessionId,
+      waits ? undefined : message,
       this.options.model.id,
     );
     if (options.allowedTools) state.allowedTools.push(...options.allowedTools);
-    // A history that ends with calls left open (a run that waits): the input answers an
-    // `ask_question` among them, and the others are closed as not run.
-    let last = state.messages.length - 1;
-    while (state.messages[last]?.role === "tool") last--;
-    const reply = state.messages[last];
     if (reply?.role === "assistant" && reply.toolCalls?.length) {
       state.pending = { assistant: last, decisions: [], breaking: [] };
       const done = answeredCalls(state);
@@ -279,8 +286,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       if (question) return this.start<Output>(state, options);
       sortResults(state);
       state.pending = undefined; // not `delete`: the state keeps one shape (V8 slows objects that lose properties)
+      state.messages.push(message);
     }
-    state.messages.push(message);
     return this.start<Output>(state, options);
   }
 
@@ -348,12 +355,34 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     const timer = timeoutMs && timeoutMs <= 2 ** 31 - 1 ? AbortSignal.timeout(timeoutMs) : undefined;
     const own = new AbortController();
     const { signal } = options;
-    // Every key is written, in one order (no conditional spreads): the object is then one
-    // allocation with its fields inside, not a base plus a separate property store (about
-    // 350 bytes more per live run).
-    const loop: LoopOptions = {
+    // A run with nothing of its own (most) shares the agent's options: one object for all its runs.
+    let loop: LoopOptions;
+    if (!options.budget && options.instructions === undefined && output === this.output && this.fixedTools) {
+      this.shared ??= this.loopOptions(output, budget, undefined);
+      loop = this.shared;
+    } else loop = this.loopOptions(output, budget, options.instructions);
+    const runSignal =
+      signal && timer
+        ? AbortSignal.any([own.signal, signal, timer])
+        : signal || timer
+          ? AbortSignal.any([own.signal, (signal ?? timer) as AbortSignal])
+          : own.signal;
+    return new RunHandle<Output>(state, startRun(loop, runSignal, options.checkpoint), own, o.onEvent);
+  }
+
+  /**
+   * The loop's options of a run. Every key is written, in one order (no conditional spreads): the
+   * object is then one allocation with its fields inside, not a base plus a separate property store.
+   */
+  private loopOptions(
+    output: OutputSpec | undefined,
+    budget: Budget,
+    instructions: string | undefined,
+  ): LoopOptions {
+    const o = this.options;
+    return {
       model: this.model,
-      instructions: joinInstructions(o.instructions, options.instructions),
+      instructions: joinInstructions(o.instructions, instructions),
       mode: o.mode ?? "natural",
       toolProtocol: o.toolProtocol ?? "native",
       tools: output && !this.output ? this.toolsFor(output) : this.tools,
@@ -369,16 +398,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       context: this.context,
       price: this.price,
       redact: this.redact,
-      checkpoint: options.checkpoint,
       onApproval: o.onApproval,
-      signal:
-        signal && timer
-          ? AbortSignal.any([own.signal, signal, timer])
-          : signal || timer
-            ? AbortSignal.any([own.signal, (signal ?? timer) as AbortSignal])
-            : own.signal,
     };
-    return new RunHandle<Output>(state, startRun(loop, state), own, o.onEvent);
   }
 }
 
@@ -391,15 +412,6 @@ const NO_BUDGET: Budget = Object.freeze({});
 /** The agent's instructions, then the run's, a blank line apart (either may be absent or empty). */
 function joinInstructions(agent: string | undefined, run: string | undefined): string {
   return agent && run ? `${agent}\n\n${run}` : agent || run || "";
-}
-
-/**
- * `run_<uuid>` as one flat string. `randomUUID` returns its text as a tree of some twenty joined
- * pieces, which every live run would keep (about 450 bytes); `toLowerCase` (a no-op on it) copies
- * it into one.
- */
-function newRunId(): string {
-  return `run_${crypto.randomUUID()}`.toLowerCase();
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: any output type; its readers use only `text`

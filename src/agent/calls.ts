@@ -4,11 +4,12 @@
  * call order and let the guards see them.
  */
 import type { AgentEvent, StopReason } from "../core/events.js";
-import type { ToolCall, ToolMessage } from "../core/messages.js";
+import { type ToolCall, type ToolMessage, trimmed } from "../core/messages.js";
 import type { PendingCalls, RunState } from "../core/run-state.js";
 import { type CallOutcome, type CallProgress, type PreparedCall, prepareCall } from "../tools/execute.js";
-import { CONTINUE, circuitBreaker, type Next, type Run } from "./run.js";
+import { CONTINUE, circuitBreaker, type Next, type Run, type Sink } from "./run.js";
 import { answeredCalls, pendingCalls, sortResults } from "./state.js";
+import { recordCall, recordFailure, recordSuccess, repetitionWarning, tripped } from "./stop.js";
 
 /** The pending reply's calls without a result (a resumed reply may have some: those never run again), prepared. */
 export function openCalls(state: RunState, run: Run): PreparedCall[] {
@@ -54,9 +55,10 @@ export async function* decide(
   state: RunState,
   run: Run,
   open: readonly PreparedCall[],
-  emit?: (event: AgentEvent) => void,
+  sink: Sink,
 ): AsyncGenerator<AgentEvent, Asked> {
-  const { onApproval, checkpoint } = run.options;
+  const { onApproval } = run.options;
+  const { checkpoint } = run;
   const { runId } = state;
   const pending = state.pending as PendingCalls;
   const asked: Asked = { ready: [], approval: false, question: undefined };
@@ -79,8 +81,8 @@ export async function* decide(
         arguments: args,
         runId,
       };
-      if (emit) emit(request);
-      else yield request;
+      sink.emit(request);
+      if (!sink.drained) yield request;
       if (!onApproval) {
         asked.approval = true;
         continue;
@@ -94,10 +96,11 @@ export async function* decide(
     else {
       const content = "The user declined this call: it was not run.";
       const declined = outcome(prepared.index, content);
-      const event = record(state, run, call, declined);
+      record(state, run, declined);
       if (checkpoint) await checkpoint(state);
-      if (emit) emit(event);
-      else yield event;
+      const event = resultEvent(state, declined);
+      sink.emit(event);
+      if (!sink.drained) yield event;
     }
   }
   return asked;
@@ -115,7 +118,9 @@ export function waitFor(state: RunState, asked: Asked): Next | undefined {
   return { type: "wait", for: "answer" };
 }
 
-export function progressEvent(call: ToolCall, update: CallProgress, runId: string): AgentEvent {
+export function progressEvent(state: RunState, update: CallProgress): AgentEvent {
+  const call = pendingCalls(state)[update.index] as ToolCall;
+  const { runId } = state;
   const { progress, total, message } = update;
   return {
     type: "tool_progress",
@@ -128,22 +133,33 @@ export function progressEvent(call: ToolCall, update: CallProgress, runId: strin
   };
 }
 
-/** Appends one call's result (cut to the context's limit); returns its event. The caller checkpoints before sending it. */
-export function record(state: RunState, run: Run, call: ToolCall, outcome: CallOutcome): AgentEvent {
+/** Appends one call's result (cut to the context's limit). The caller checkpoints before its event. */
+export function record(state: RunState, run: Run, outcome: CallOutcome): void {
+  const call = pendingCalls(state)[outcome.index] as ToolCall;
   const { context } = run.options;
   const content = context ? context.truncateToolResult(outcome.content) : outcome.content;
-  const { isError, durationMs, media } = outcome;
-  const message: ToolMessage = { role: "tool", toolCallId: call.id, name: call.name, content, isError };
-  if (media) message.media = media;
-  state.messages.push(message);
-  if (outcome.breaksLoop) state.pending?.breaking.push(call.id);
-  return {
-    type: "tool_result",
-    id: call.id,
+  const message: ToolMessage = {
+    role: "tool",
+    toolCallId: call.id,
     name: call.name,
     content,
-    isError,
-    durationMs,
+    isError: outcome.isError,
+  };
+  if (outcome.media) message.media = outcome.media;
+  state.messages.push(message);
+  if (outcome.breaksLoop) state.pending?.breaking.push(call.id);
+}
+
+/** The `tool_result` event of the result `record` appended last. */
+export function resultEvent(state: RunState, outcome: CallOutcome): AgentEvent {
+  const message = state.messages[state.messages.length - 1] as ToolMessage;
+  return {
+    type: "tool_result",
+    id: message.toolCallId,
+    name: message.name,
+    content: message.content,
+    isError: message.isError,
+    durationMs: outcome.durationMs,
     runId: state.runId,
   };
 }
@@ -157,17 +173,25 @@ export function finishIteration(state: RunState, run: Run, endedAt: number): Nex
   const pending = state.pending as PendingCalls;
   const calls = pendingCalls(state);
   const step = state.steps.at(-1);
+  const { breaker, repetition } = state.guards;
+  const { circuitBreakerThreshold } = run.options;
   let breaking: ToolMessage | undefined;
   for (let i = 0; i < calls.length; i++) {
     const call = calls[i] as ToolCall;
     const result = state.messages[pending.assistant + 1 + i] as ToolMessage;
-    const args = call.arguments.trim();
-    run.repetition.record(call.name, args);
+    const args = trimmed(call.arguments);
+    recordCall(repetition, call.name, args, run.lastArguments);
+    run.lastArguments = args;
     if (result.isError) {
       if (step) step.toolErrors++;
       const description = `${call.name}(${args}) -> ${result.content}`;
-      run.breaker.fail(`${call.name}\u0000${args}\u0000${result.content}`, description);
-    } else run.breaker.succeed();
+      recordFailure(
+        breaker,
+        circuitBreakerThreshold,
+        `${call.name}\u0000${args}\u0000${result.content}`,
+        description,
+      );
+    } else recordSuccess(breaker);
     if (!breaking && pending.breaking.length > 0 && pending.breaking.includes(call.id)) breaking = result;
   }
   state.pending = undefined; // not `delete`: the state keeps one shape (V8 slows objects that lose properties)
@@ -176,8 +200,8 @@ export function finishIteration(state: RunState, run: Run, endedAt: number): Nex
     state.output = breaking.content;
     return { type: "stop", stopReason: stopReasonOf(breaking.name) };
   }
-  if (run.breaker.tripped) return circuitBreaker(run);
-  const warning = run.repetition.warning();
+  if (tripped(breaker, circuitBreakerThreshold)) return circuitBreaker(state);
+  const warning = repetitionWarning(repetition, run.options.repetitionThreshold);
   if (warning) state.messages.push({ role: "user", content: warning });
   return CONTINUE;
 }

@@ -1,13 +1,13 @@
-import type { StopReason } from "../core/events.js";
+import type { AgentEvent, StopReason } from "../core/events.js";
 import type { RunState } from "../core/run-state.js";
-import type { ContextMemo, LoopContext } from "../memory/prune.js";
+import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/prune.js";
 import type { Model, ModelRequest, ToolSpec } from "../models/adapter.js";
 import type { ModelPrice } from "../models/pricing.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
 import { OUTPUT_NAME, type OutputSpec, outputInstructions } from "./output.js";
 import { type Budget, type Mode, stablePrompt, type ToolProtocol } from "./prompt.js";
-import { CircuitBreaker, RepetitionGuard } from "./stop.js";
+import { breakerMessage } from "./stop.js";
 
 /** A person's answer to `onApproval`: run it, decline it, or allow the tool for the rest of the run. */
 export type ApprovalDecision = "approve" | "deny" | "always";
@@ -43,19 +43,12 @@ export interface LoopOptions {
   price?: ModelPrice;
   /** Removes configured secrets from tool results, progress messages and error messages. */
   redact?: (text: string) => string;
-  /**
-   * Called at every checkpoint (SPEC section 9): after the user's input, after a reply with tool
-   * calls (before they start), after each tool result, after each iteration and at the stop. The
-   * run waits for it, so a store can make each one durable. A throw ends the run (rejects).
-   */
-  checkpoint?: (state: RunState) => Promise<void>;
   /** Asks a person about a call that needs approval; without it such calls wait in the state. */
   onApproval?: (call: {
     id: string;
     name: string;
     arguments: Record<string, unknown>;
   }) => ApprovalDecision | Promise<ApprovalDecision>;
-  signal: AbortSignal;
 }
 
 /**
@@ -70,7 +63,16 @@ export type Next =
 
 /** A run's loop: its options and what is derived from them once. */
 export interface Run {
+  /** Shared by the runs of an agent that have nothing of their own. */
   options: LoopOptions;
+  /** Aborts the run (its own controller, the caller's signal, the time limit). */
+  signal: AbortSignal;
+  /**
+   * Called at every checkpoint (SPEC section 9): after the user's input, after a reply with tool
+   * calls (before they start), after each tool result, after each iteration and at the stop. The
+   * run waits for it, so a store can make each one durable. A throw ends the run (rejects).
+   */
+  checkpoint: ((state: RunState) => Promise<void>) | undefined;
   tools: ReadonlyMap<string, Tool>;
   nativeTools: readonly ToolSpec[];
   /** The `output` of every request: set in natural mode for a model with `structuredOutput`. */
@@ -83,8 +85,8 @@ export interface Run {
   execution: ExecuteOptions;
   /** The context manager's counts for this run's history. */
   contextMemo: ContextMemo;
-  breaker: CircuitBreaker;
-  repetition: RepetitionGuard;
+  /** The arguments of the last tool call the repetition guard saw in this process. */
+  lastArguments: string | undefined;
   startedAt: number;
   /** When the current iteration started in this process. */
   iterationStartedAt: number;
@@ -110,7 +112,20 @@ function toolsOf(tools: readonly Tool[]): { specs: readonly ToolSpec[]; byName: 
   return found;
 }
 
-export function startRun(options: LoopOptions, state: RunState): Run {
+/** What a run derives from its options: made once per options object (shared by an agent's runs). */
+interface Derived {
+  tools: ReadonlyMap<string, Tool>;
+  nativeTools: readonly ToolSpec[];
+  requestOutput: ModelRequest["output"];
+  stable: string;
+  budgeted: boolean;
+}
+
+const derivedOf = new WeakMap<LoopOptions, Derived>();
+
+function derive(options: LoopOptions): Derived {
+  let found = derivedOf.get(options);
+  if (found) return found;
   const { specs, byName } = toolsOf(options.tools);
   const answerSchema = options.mode === "natural" ? options.output : undefined;
   const native = answerSchema !== undefined && options.model.structuredOutput === true;
@@ -118,36 +133,70 @@ export function startRun(options: LoopOptions, state: RunState): Run {
   let stable = stablePrompt({ instructions, mode, toolProtocol, tools: specs });
   if (answerSchema && !native)
     stable = [stable, outputInstructions(answerSchema)].filter(Boolean).join("\n\n");
-  return {
-    options,
+  found = {
     tools: byName,
     nativeTools: options.toolProtocol === "native" ? specs : [],
     requestOutput: native ? { name: OUTPUT_NAME, schema: answerSchema.jsonSchema } : undefined,
     stable,
     budgeted: Object.values(options.budget).some((limit) => limit !== undefined),
-    streamOptions: { signal: options.signal },
+  };
+  derivedOf.set(options, found);
+  return found;
+}
+
+export function startRun(
+  options: LoopOptions,
+  signal: AbortSignal,
+  checkpoint: ((state: RunState) => Promise<void>) | undefined,
+): Run {
+  const { tools, nativeTools, requestOutput, stable, budgeted } = derive(options);
+  const now = performance.now();
+  return {
+    options,
+    signal,
+    checkpoint,
+    tools,
+    nativeTools,
+    requestOutput,
+    stable,
+    budgeted,
+    streamOptions: { signal },
     execution: {
-      signal: options.signal,
+      signal,
       concurrency: options.toolConcurrency,
       timeoutMs: options.toolTimeoutMs,
       maxResultChars: options.maxToolResultChars,
       maxMediaBytes: options.maxMediaBytes,
-      ...(options.redact && { redact: options.redact }),
+      redact: options.redact,
+      waiters: undefined,
     },
-    contextMemo: {},
-    breaker: new CircuitBreaker(options.circuitBreakerThreshold, state.guards.breaker),
-    repetition: new RepetitionGuard(options.repetitionThreshold, state.guards.repetition),
-    startedAt: performance.now(),
-    iterationStartedAt: performance.now(),
+    contextMemo: newContextMemo(),
+    lastArguments: undefined,
+    startedAt: now,
+    iterationStartedAt: now,
   };
+}
+
+/** Where a run's events go besides being yielded. */
+export interface Sink {
+  /** Sees every event at the point it happens (`onEvent`). */
+  emit(event: AgentEvent): void;
+  /** Nobody iterates: events are only emitted, and one `next()` runs the run to its end. */
+  readonly drained: boolean;
+  /** Drained, and `emit` passes events to nobody: the loop need not make them. */
+  readonly quiet: boolean;
+  /** The run stopped or waits, its state final and stored: called before its last events go out. */
+  ended(): void;
+  /** A checkpoint or `emit` threw: the run is over (the error goes on to the reader). */
+  failed(error: unknown): void;
 }
 
 export const CONTINUE: Next = { type: "continue" };
 
-export function circuitBreaker(run: Run): Next {
+export function circuitBreaker(state: RunState): Next {
   return {
     type: "stop",
     stopReason: "circuit_breaker",
-    error: { message: run.breaker.message, code: "circuit_breaker" },
+    error: { message: breakerMessage(state.guards.breaker), code: "circuit_breaker" },
   };
 }

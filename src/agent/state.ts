@@ -1,34 +1,52 @@
 import { AgentloopError } from "../core/errors.js";
 import type { PendingApproval } from "../core/events.js";
-import { type AssistantMessage, emptyUsage, type Message, type ToolCall } from "../core/messages.js";
+import {
+  type AssistantMessage,
+  emptyUsage,
+  type Message,
+  type ToolCall,
+  type ToolMessage,
+} from "../core/messages.js";
 import { RUN_STATE_VERSION, type RunState } from "../core/run-state.js";
 
 export type { GuardState, PendingCalls, RunState, RunStatus } from "../core/run-state.js";
 export { RUN_STATE_VERSION } from "../core/run-state.js";
 
-/** A fresh state for a run of `input` after `history` (not modified), by the model `model`. */
+/**
+ * A fresh state for a run by the model `model` after `history` (not modified), its `input` appended
+ * when given. Every field is there from
+ * the start, undefined until set (JSON leaves those out): one object shape for every run, which
+ * V8's optimised code can rely on even after all runs so far were collected.
+ */
 export function newRunState(
   runId: string,
   history: readonly Message[],
   sessionId?: string,
+  input?: Message,
   model?: string,
 ): RunState {
   return {
     version: RUN_STATE_VERSION,
     runId,
-    ...(sessionId !== undefined && { sessionId }),
-    ...(model !== undefined && { model }),
+    sessionId,
+    model,
     status: "running",
-    messages: [...history],
+    // concat and slice allocate the exact size; a spread or a push leaves room for 16 more.
+    messages: input ? history.concat(input) : history.slice(),
     iteration: 0,
     usage: emptyUsage(),
     steps: [],
     output: "",
+    refusal: undefined,
+    stopReason: undefined,
+    error: undefined,
     guards: {
       breaker: { signature: "", count: 0, description: "" },
       repetition: { signature: "", count: 0, name: "" },
     },
     allowedTools: [],
+    pending: undefined,
+    outputSchema: undefined,
   };
 }
 
@@ -101,6 +119,35 @@ export function waitingApprovals(
   return pendingCalls(state)
     .filter((call) => !done.has(call.id) && !decided.has(call.id) && needsDecision(call))
     .map((call) => ({ id: call.id, name: call.name, arguments: parseArguments(call.arguments) }));
+}
+
+/** The calls a run waiting for approvals waits on (`turn_complete.pendingApprovals`); undefined unless it waits for some. */
+export function pendingApprovals(state: RunState): PendingApproval[] | undefined {
+  return state.status === "awaiting_approval"
+    ? waitingApprovals(state, (call) => call.name !== "ask_question")
+    : undefined;
+}
+
+/**
+ * A run that stops with calls still open (aborted, or stopped mid-reply) gives each an error
+ * result, so the conversation stays valid to continue: every call has its result.
+ */
+export function closePending(state: RunState): void {
+  if (!state.pending) return;
+  const done = answeredCalls(state);
+  for (const call of pendingCalls(state)) {
+    if (done.has(call.id)) continue;
+    const result: ToolMessage = {
+      role: "tool",
+      toolCallId: call.id,
+      name: call.name,
+      content: "The run stopped before this call finished: it did not complete.",
+      isError: true,
+    };
+    state.messages.push(result);
+  }
+  sortResults(state);
+  state.pending = undefined; // not `delete`: the state keeps one shape (V8 slows objects that lose properties)
 }
 
 /** Arguments for display and events: the parsed object, or `{}` when they are not one. */

@@ -111,6 +111,15 @@ export function addUsage(a: Usage, b: Usage): void {
   if (b.costUsd !== undefined) a.costUsd = (a.costUsd ?? 0) + b.costUsd;
 }
 
+/** `text.trim()`, without a call or a copy when both ends are visible ASCII (most argument texts). */
+export function trimmed(text: string): string {
+  const last = text.length - 1;
+  if (last < 0) return text;
+  const a = text.charCodeAt(0);
+  const b = text.charCodeAt(last);
+  return a > 32 && a < 127 && b > 32 && b < 127 ? text : text.trim();
+}
+
 /**
  * The deepest nesting of arrays and objects accepted in tool-call arguments. Deeper arguments
  * (which no tool needs, and which overflow the stack of anything recursive, `JSON.stringify`
@@ -124,6 +133,8 @@ export const MAX_ARGUMENT_DEPTH = 64;
  */
 export function nestedTooDeep(value: unknown): boolean {
   if (typeof value === "string") {
+    // Each level opens a bracket: a text this short cannot nest too deep.
+    if (value.length <= MAX_ARGUMENT_DEPTH) return false;
     let depth = 0;
     let inString = false;
     for (let i = 0; i < value.length; i++) {

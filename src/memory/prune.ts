@@ -9,7 +9,7 @@ import {
   type TokenCounter,
   tokenCounterFor,
   truncateToTokens,
-  upperBoundOf,
+  upperBoundsOf,
 } from "./tokens.js";
 
 export interface ContextOptions {
@@ -111,13 +111,39 @@ export interface LoopContext extends ContextManager {
   ): readonly Message[] | Promise<readonly Message[]>;
 }
 
+/** An upper bound of a history's tokens (`upTo` messages counted) and of the last fixed part's. */
+interface Bound {
+  history: readonly Message[];
+  /** Which of the bounds counted `total` (the looser ones failed). */
+  level: number;
+  total: number;
+  upTo: number;
+  last: Message | undefined;
+  system: string | undefined;
+  tools: readonly ToolSpec[] | undefined;
+  fixed: number;
+}
+
 /** What one run keeps between its model calls: its history's counts and the last fixed part's. */
 export interface ContextMemo {
-  history?: readonly Message[];
-  window?: Window;
-  system?: string;
-  tools?: readonly ToolSpec[];
-  fixed?: number;
+  bound: Bound | undefined;
+  history: readonly Message[] | undefined;
+  window: Window | undefined;
+  system: string | undefined;
+  tools: readonly ToolSpec[] | undefined;
+  fixed: number;
+}
+
+/** An empty memo, every field in place (one object shape for every run). */
+export function newContextMemo(): ContextMemo {
+  return {
+    bound: undefined,
+    history: undefined,
+    window: undefined,
+    system: undefined,
+    tools: undefined,
+    fixed: 0,
+  };
 }
 
 export function loopContext(options: ContextOptions): LoopContext {
@@ -136,31 +162,77 @@ export function loopContext(options: ContextOptions): LoopContext {
   const summarizer = options.strategy === "summarize" ? options.summarizer : undefined;
   const summaryTokens = Math.min(2_000, Math.floor(budget / 10));
   const windows = new WeakMap<readonly Message[], Window>();
-  const bound = upperBoundOf(counter);
-  const bounds = new WeakMap<
-    readonly Message[],
-    { total: number; upTo: number; last: Message | undefined }
-  >();
-  const toolBounds = new WeakMap<readonly ToolSpec[], number>();
+  const boundCounters = upperBoundsOf(counter);
+  const bounds = new WeakMap<readonly Message[], Bound>();
+  const toolBounds = new WeakMap<readonly ToolSpec[], number[]>();
 
-  // Until a history comes near the budget, an upper bound of its tokens (see upperBoundOf) shows
+  // Until a history comes near the budget, an upper bound of its tokens (see upperBoundsOf) shows
   // that it fits: no exact count, so the tokenizer loads only for the first request that could
-  // need pruning. Once that bound fails, the exact count takes over for good (a Window exists).
-  function fitsByBound(history: readonly Message[], system: string, tools: readonly ToolSpec[]): boolean {
-    if (!bound || windows.has(history)) return false;
-    let b = bounds.get(history);
-    if (!b || b.upTo > history.length || (b.upTo > 0 && history[b.upTo - 1] !== b.last)) {
-      b = { total: 0, upTo: 0, last: undefined };
-      bounds.set(history, b);
+  // need pruning. When a bound fails the next, tighter one counts the history again; once the
+  // last fails, the exact count takes over for good (a Window exists).
+  function fitsByBound(
+    history: readonly Message[],
+    system: string,
+    tools: readonly ToolSpec[],
+    memo: ContextMemo | undefined,
+  ): boolean {
+    let b: Bound | undefined;
+    if (memo) {
+      if (memo.window && memo.history === history) return false;
+      b = memo.bound;
+    } else {
+      if (windows.has(history)) return false;
+      b = bounds.get(history);
     }
-    for (; b.upTo < history.length; b.upTo++) b.total += bound.countMessage(history[b.upTo] as Message);
-    b.last = history[b.upTo - 1];
-    let toolTokens = toolBounds.get(tools);
-    if (toolTokens === undefined) {
-      toolTokens = countTools(tools, bound);
-      toolBounds.set(tools, toolTokens);
+    if (
+      !b ||
+      b.history !== history ||
+      b.upTo > history.length ||
+      (b.upTo > 0 && history[b.upTo - 1] !== b.last)
+    ) {
+      b = {
+        history,
+        level: 0,
+        total: 0,
+        upTo: 0,
+        last: undefined,
+        system: undefined,
+        tools: undefined,
+        fixed: 0,
+      };
+      if (memo) memo.bound = b;
+      else bounds.set(history, b);
     }
-    return countSystem(system, bound) + toolTokens + b.total <= budget;
+    for (; b.level < boundCounters.length; b.level++) {
+      const bound = boundCounters[b.level] as TokenCounter;
+      if (b.upTo === 0 || b.system !== system || b.tools !== tools) {
+        b.system = system;
+        b.tools = tools;
+        b.fixed = countSystem(system, bound) + toolTokens(tools, b.level);
+      }
+      for (; b.upTo < history.length; b.upTo++) b.total += bound.countMessage(history[b.upTo] as Message);
+      b.last = history[b.upTo - 1];
+      if (b.fixed + b.total <= budget) return true;
+      b.total = 0;
+      b.upTo = 0;
+    }
+    return false;
+  }
+
+  function resultFitsByBound(content: string): boolean {
+    for (const bound of boundCounters) if (bound.count(content) <= maxToolResultTokens) return true;
+    return false;
+  }
+
+  /** The tool definitions by bound `level`, counted once per tool list. */
+  function toolTokens(tools: readonly ToolSpec[], level: number): number {
+    let counts = toolBounds.get(tools);
+    if (!counts) {
+      counts = [];
+      toolBounds.set(tools, counts);
+    }
+    counts[level] ??= countTools(tools, boundCounters[level] as TokenCounter);
+    return counts[level];
   }
   const toolCounts = new WeakMap<readonly ToolSpec[], number>();
   const systemCounts = new Map<string, number>();
@@ -264,9 +336,7 @@ export function loopContext(options: ContextOptions): LoopContext {
     budget,
     maxToolResultTokens,
     truncateToolResult: (content: string) =>
-      bound && bound.count(content) <= maxToolResultTokens
-        ? content
-        : truncateToTokens(content, maxToolResultTokens, counter),
+      resultFitsByBound(content) ? content : truncateToTokens(content, maxToolResultTokens, counter),
 
     fit: async (history, system, tools, signal) => shape(history, system, tools, signal, undefined),
     shape,
@@ -279,12 +349,12 @@ export function loopContext(options: ContextOptions): LoopContext {
     signal: AbortSignal | undefined,
     memo: ContextMemo | undefined,
   ): readonly Message[] | Promise<readonly Message[]> {
-    if (fitsByBound(history, system, tools)) return history;
+    if (fitsByBound(history, system, tools, memo)) return history;
     const w = windowFor(history, memo);
     const n = history.length;
     const total = at(w.prefix, n);
     let fixed: number;
-    if (memo?.system === system && memo.tools === tools) fixed = memo.fixed as number;
+    if (memo?.system === system && memo.tools === tools) fixed = memo.fixed;
     else {
       fixed = fixedTokens(system, tools);
       if (memo) {

@@ -72,18 +72,23 @@ const asPlainText = { disallowedSpecial: new Set<string>() };
 
 /** One token per UTF-8 byte: at least what a byte-level BPE tokenizer counts (each token is a byte or more). */
 const utf8Counter = createTokenCounter((text) => Buffer.byteLength(text, "utf8"));
+/** One token per UTF-16 unit: at least the estimate (which counts at most one per unit). */
+const lengthCounter = createTokenCounter((text) => text.length);
+/** Three tokens per UTF-16 unit: at least the UTF-8 bytes (a unit is at most three). */
+const triple = createTokenCounter((text) => 3 * text.length);
 
 /**
- * A cheap counter that never counts less than `counter` (message by message), so a request that
- * fits by it needs no exact count: for the built-in tokenizers one token per UTF-8 byte (their
- * ranks, megabytes, then load only for a request near the budget), for the estimate the estimate
- * itself; undefined for other counters.
+ * Cheap counters that never count less than `counter` (message by message), loosest and
+ * cheapest first, so a request that fits by one needs no exact count: for the estimate, one
+ * token per character (no scan) and then the estimate itself; for the built-in tokenizers, three
+ * per character, then one per UTF-8 byte (their ranks, megabytes, then load only for a request
+ * near the budget). Empty for other counters.
  */
-export function upperBoundOf(counter: TokenCounter): TokenCounter | undefined {
-  if (counter === estimateCounter) return estimateCounter;
+export function upperBoundsOf(counter: TokenCounter): readonly TokenCounter[] {
+  if (counter === estimateCounter) return [lengthCounter];
   for (const encodingCounter of encodingCounters.values())
-    if (encodingCounter === counter) return utf8Counter;
-  return undefined;
+    if (encodingCounter === counter) return [triple, utf8Counter];
+  return [];
 }
 
 /** One shared counter per encoding; its ranks (megabytes) load on the first count, not before. */

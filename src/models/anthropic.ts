@@ -20,7 +20,7 @@ import {
   type RequestGuard,
   sdkRequestOptions,
 } from "./request-guard.js";
-import { type OpenedStream, streamWithRetries } from "./stream-retry.js";
+import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
 
 export type { AnthropicStructuredOutput } from "./anthropic-parts.js";
 export { AnthropicStreamAssembler, toAnthropicMessages, toAnthropicRequestBody } from "./anthropic-wire.js";
@@ -151,11 +151,11 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
 
   const wireOptions = { ...options, cache: anthropicWireCache() };
 
-  /** The events of one request: an iterable, not a generator, so the deltas pass one layer fewer. */
+  /** The events of one request, or for a streaming one what `guardRequest` reads its stream with. */
   function call(
     request: ModelRequest,
     guard: RequestGuard,
-  ): Iterable<ModelEvent> | AsyncIterable<ModelEvent> {
+  ): Iterable<ModelEvent> | AsyncIterable<ModelEvent> | StreamAttempts {
     let c: Anthropic | undefined;
     try {
       c = getClient();
@@ -175,7 +175,7 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
       wireOptions,
     ) as unknown as Anthropic.MessageCreateParamsStreaming;
     const sdk = c; // `c` as narrowed above, for the closure
-    const events = streamWithRetries(guard, {
+    const attempts: StreamAttempts = {
       // Through the client's `post`, not `messages.create`: that one writes a deprecation notice
       // to stderr (console.warn, which no logLevel silences) on every request to some models.
       open: (): Promise<OpenedStream> =>
@@ -197,29 +197,20 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
       retries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
       retryPartial: options.retryPartialStreams === true,
       toError: toAnthropicModelError,
-    });
+    };
     const output = request.output;
-    if (!output || (options.structuredOutput ?? defaultStructuredOutput(options.model)) !== "tool") {
-      return events;
+    if (output && (options.structuredOutput ?? defaultStructuredOutput(options.model)) === "tool") {
+      // The output tool's call becomes the answer; it came as a tool input, which streams no text:
+      // it goes out as one delta, like text.
+      attempts.finish = (reply) => {
+        const message = answerFromOutputTool(reply, output.name);
+        const done: ModelEvent = { type: "done", message };
+        return message.content !== reply.content
+          ? [{ type: "text_delta", text: message.content }, done]
+          : [done];
+      };
     }
-    return answerFromTool(events, output.name);
-  }
-
-  /** The events of a request in `tool` structured output mode: the output tool's call becomes the answer. */
-  async function* answerFromTool(
-    events: AsyncIterable<ModelEvent>,
-    name: string,
-  ): AsyncGenerator<ModelEvent> {
-    for await (const event of events) {
-      if (event.type !== "done") {
-        yield event;
-        continue;
-      }
-      const message = answerFromOutputTool(event.message, name);
-      // The answer came as a tool input, which streams no text: it goes out as one delta, like text.
-      if (message.content !== event.message.content) yield { type: "text_delta", text: message.content };
-      yield { type: "done", message };
-    }
+    return attempts;
   }
 
   const baseURL = options.client?.baseURL ?? options.baseURL ?? process.env.ANTHROPIC_BASE_URL?.trim();

@@ -1,11 +1,14 @@
-import OpenAI, {
+// The subpaths, not the package root: the root also loads the Bedrock client and the helpers
+// (a few modules fewer before the first request). The same modules, so the same classes.
+import { AzureOpenAI } from "openai/azure";
+import { OpenAI } from "openai/client";
+import {
   APIConnectionError,
   APIConnectionTimeoutError,
   APIError,
   APIUserAbortError,
-  AzureOpenAI,
   OpenAIError,
-} from "openai";
+} from "openai/core/error";
 import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
 import { ChatStreamAssembler, completionToReply } from "./chat-assembler.js";
 import {
@@ -25,7 +28,7 @@ import {
   type RequestGuard,
   sdkRequestOptions,
 } from "./request-guard.js";
-import { type OpenedStream, streamWithRetries } from "./stream-retry.js";
+import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
 
 export type { ModelErrorContext } from "./model-errors.js";
 export {
@@ -191,11 +194,11 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
   let client = options.client;
   let systemRole: SystemRole | undefined;
 
-  /** The events of one request: an iterable, not a generator, so the deltas pass one layer fewer. */
+  /** The events of one request, or for a streaming one what `guardRequest` reads its stream with. */
   function call(
     request: ModelRequest,
     guard: RequestGuard,
-  ): Iterable<ModelEvent> | AsyncIterable<ModelEvent> {
+  ): Iterable<ModelEvent> | AsyncIterable<ModelEvent> | StreamAttempts {
     let c: OpenAI;
     try {
       client ??= createClient(options);
@@ -225,7 +228,7 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
     if (!streaming) return complete(c, body, requestOptions, guard);
 
     const params = body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
-    return streamWithRetries(guard, {
+    return {
       open: (): Promise<OpenedStream> => c.chat.completions.create(params, requestOptions).withResponse(),
       assembler: () => new ChatStreamAssembler(),
       endedEarly: (received, type) =>
@@ -241,7 +244,7 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
       retries: streamRetries,
       retryPartial: options.retryPartialStreams === true,
       toError: toModelError,
-    });
+    };
   }
 
   /** A non-streaming request: the reply's thinking and text as one delta each, then `done`. */

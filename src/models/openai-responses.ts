@@ -12,7 +12,7 @@ import {
   sdkRequestOptions,
 } from "./request-guard.js";
 import { ResponsesStreamAssembler } from "./responses-assembler.js";
-import { type OpenedStream, streamWithRetries } from "./stream-retry.js";
+import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
 
 export {
   isReasoningModel,
@@ -83,11 +83,11 @@ export function openAIResponsesModel(options: OpenAIResponsesModelOptions): Mode
   const cache = responsesWireCache();
   let client = options.client;
 
-  /** The events of one request: an iterable, not a generator, so the deltas pass one layer fewer. */
+  /** The events of one request, or for a streaming one what `guardRequest` reads its stream with. */
   function call(
     request: ModelRequest,
     guard: RequestGuard,
-  ): Iterable<ModelEvent> | AsyncIterable<ModelEvent> {
+  ): Iterable<ModelEvent> | AsyncIterable<ModelEvent> | StreamAttempts {
     let c: OpenAI;
     try {
       client ??= createClient(options);
@@ -114,7 +114,7 @@ export function openAIResponsesModel(options: OpenAIResponsesModelOptions): Mode
     if (!streaming) return complete(c, body, requestOptions, guard);
 
     const params = body as unknown as OpenAI.Responses.ResponseCreateParamsStreaming;
-    return streamWithRetries(guard, {
+    return {
       open: (): Promise<OpenedStream> => c.responses.create(params, requestOptions).withResponse(),
       assembler: () => new ResponsesStreamAssembler(),
       endedEarly: (received, type) =>
@@ -130,7 +130,7 @@ export function openAIResponsesModel(options: OpenAIResponsesModelOptions): Mode
       retries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
       retryPartial: options.retryPartialStreams === true,
       toError: toModelError,
-    });
+    };
   }
 
   /** A non-streaming request: the response's deltas as the assembler gives them, then `done`. */

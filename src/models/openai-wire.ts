@@ -1,5 +1,5 @@
 import type OpenAI from "openai";
-import { AzureOpenAI } from "openai";
+import { AzureOpenAI } from "openai/azure";
 import { describeMedia, parseDataUrl } from "../core/media.js";
 import type { MediaPart, Message, ToolMessage } from "../core/messages.js";
 import type { ModelRequest, ToolSpec } from "./adapter.js";
@@ -51,14 +51,32 @@ function toolMediaMessage(results: readonly ToolMessage[], audio: boolean): Wire
 /**
  * What a request reuses from the requests before it; one per adapter, whose options shape the
  * mapping. A message never changes once it is in a history (the loop only appends), so each one is
- * mapped once, on the first request that carries it; a tool list likewise.
+ * mapped once, on the first request that carries it; a tool list likewise; and a history array's
+ * mapping is kept and extended while the array only grows (no look-up per message).
  */
 export interface ChatWireCache {
   messages: WeakMap<Message, WireMessage>;
   tools: WeakMap<readonly ToolSpec[], WireTool[]>;
+  histories: WeakMap<readonly Message[], MappedHistory>;
 }
 
-export const chatWireCache = (): ChatWireCache => ({ messages: new WeakMap(), tools: new WeakMap() });
+/** A history array's messages `[0, upTo)` mapped with this system prompt, role and audio setting. */
+interface MappedHistory {
+  system: string;
+  systemRole: SystemRole;
+  audio: boolean;
+  upTo: number;
+  last: Message | undefined;
+  /** A user message carrying tool-result media ends `out`: a tool result right after `upTo` would belong before it. */
+  mediaLast: boolean;
+  out: WireMessage[];
+}
+
+export const chatWireCache = (): ChatWireCache => ({
+  messages: new WeakMap(),
+  tools: new WeakMap(),
+  histories: new WeakMap(),
+});
 
 /** One runtime message as a Chat Completions message (the images of a tool result go apart, see `toChatMessages`). */
 function wireMessage(m: Message, audio: boolean): WireMessage {
@@ -95,10 +113,23 @@ export function toChatMessages(
   audio = false,
   cache?: ChatWireCache,
 ): WireMessage[] {
-  const out: WireMessage[] = [];
-  if (system) out.push({ role: systemRole, content: system });
+  let mapped = cache?.histories.get(messages);
+  const reusable =
+    mapped !== undefined &&
+    mapped.system === system &&
+    mapped.systemRole === systemRole &&
+    mapped.audio === audio &&
+    mapped.upTo <= messages.length &&
+    (mapped.upTo === 0 || messages[mapped.upTo - 1] === mapped.last) &&
+    !(mapped.mediaLast && messages[mapped.upTo]?.role === "tool");
+  if (!mapped || !reusable) {
+    const out: WireMessage[] = system ? [{ role: systemRole, content: system }] : [];
+    mapped = { system, systemRole, audio, upTo: 0, last: undefined, mediaLast: false, out };
+    cache?.histories.set(messages, mapped);
+  }
+  const { out } = mapped;
   let withMedia: ToolMessage[] = [];
-  for (let i = 0; i < messages.length; i++) {
+  for (let i = mapped.upTo; i < messages.length; i++) {
     const m = messages[i] as Message;
     let wire = cache?.messages.get(m);
     if (!wire) {
@@ -106,14 +137,19 @@ export function toChatMessages(
       cache?.messages.set(m, wire);
     }
     out.push(wire);
+    mapped.mediaLast = false;
     if (m.role !== "tool") continue;
     if (m.media?.length) withMedia.push(m);
     if (withMedia.length > 0 && messages[i + 1]?.role !== "tool") {
       out.push(toolMediaMessage(withMedia, audio));
       withMedia = [];
+      mapped.mediaLast = true;
     }
   }
-  return out;
+  mapped.upTo = messages.length;
+  mapped.last = messages[messages.length - 1];
+  // A copy: the kept mapping grows with the history, a request's body must not.
+  return cache ? out.slice() : out;
 }
 
 export interface ChatRequestOptions {

@@ -1,5 +1,6 @@
 import type { ModelError, ModelEvent } from "./adapter.js";
-import { type ModelErrorContext, ModelFailure, modelError } from "./model-errors.js";
+import { htmlTitle, isHtml, type ModelErrorContext, ModelFailure, modelError } from "./model-errors.js";
+import { isStreamAttempts, pause, type StreamAttempts, streamRetryDelay } from "./stream-retry.js";
 
 /**
  * The per-call plumbing both adapters share: their own AbortController wired to the caller's
@@ -69,12 +70,21 @@ const aborted = () => new ModelFailure("aborted", "Model request aborted");
  * every exit, the consumer's early `return()` included, the timer is stopped, the listener on the
  * caller's signal removed and, unless the response was read to its end (`end()`), the guard's
  * signal fired, which releases the connection.
+ *
+ * `body` gives the request's events, or for a streaming request its `StreamAttempts`, read here
+ * (one generator between the SDK's stream and the caller, not two): the deltas as they arrive,
+ * then exactly one `done` (the assembled reply) or `error`. A failure classified
+ * `stream_incomplete` (the stream broke, or ended before it was complete) is retried from scratch
+ * up to `retries` times when no delta was yielded yet, or always with `retryPartial`, unless it is
+ * a final `ModelFailure`. A 200 answer with an HTML content type is an `invalid_response` named by
+ * the page's title. The idle timer runs only while waiting for the next event, never while the
+ * consumer works.
  */
 export async function* guardRequest(
   signal: AbortSignal | undefined,
   options: GuardOptions,
   toError: (error: unknown, ctx: ModelErrorContext) => ModelError,
-  body: (guard: RequestGuard) => AsyncIterable<ModelEvent> | Iterable<ModelEvent>,
+  body: (guard: RequestGuard) => AsyncIterable<ModelEvent> | Iterable<ModelEvent> | StreamAttempts,
 ): AsyncGenerator<ModelEvent> {
   const ctx = errorContext(options);
   if (signal?.aborted) {
@@ -113,7 +123,67 @@ export async function* guardRequest(
     },
   };
   try {
-    yield* body(guard);
+    const plan = body(guard);
+    if (!isStreamAttempts(plan)) {
+      yield* plan;
+      return;
+    }
+    for (let attempt = 0; ; attempt++) {
+      let emitted = false;
+      try {
+        guard.throwIfAborted();
+        ctx.streaming = false;
+        const { data, response } = await plan.open();
+        ctx.streaming = true;
+        const type = response.headers.get("content-type") ?? "";
+        if (isHtml("", type)) {
+          // The SSE parser would skip every line of it; read the page to name it instead.
+          const page = await response.text().catch(() => "");
+          data.controller?.abort();
+          throw new ModelFailure(
+            "invalid_response",
+            `Model API answered a streaming request with an HTML page (${htmlTitle(page) ?? "no title"}) instead of an event stream, probably from a proxy or a wrong base URL`,
+          );
+        }
+        const assembler = plan.assembler();
+        let received = 0;
+        guard.arm();
+        for await (const event of data) {
+          received++;
+          const deltas = assembler.push(event);
+          if (deltas.length > 0) {
+            guard.disarm();
+            emitted = true;
+            for (const delta of deltas) yield delta;
+          }
+          guard.arm();
+        }
+        guard.disarm();
+        // The SDKs end the iteration quietly (no throw) when their signal fires mid-stream.
+        guard.throwIfAborted();
+        if (assembler.complete) {
+          guard.end();
+          const reply = assembler.reply();
+          if (plan.finish) yield* plan.finish(reply);
+          else yield { type: "done", message: reply };
+          return;
+        }
+        throw plan.endedEarly(received, type);
+      } catch (error) {
+        guard.disarm();
+        const failure = plan.toError(error, ctx);
+        const retry =
+          failure.code === "stream_incomplete" &&
+          !(error instanceof ModelFailure && error.final) &&
+          attempt < plan.retries &&
+          (!emitted || plan.retryPartial);
+        if (!retry) {
+          yield { type: "error", error: failure };
+          return;
+        }
+      }
+      await pause(streamRetryDelay(attempt), guard.signal);
+    }
   } catch (error) {
     yield { type: "error", error: toError(error, ctx) };
   } finally {

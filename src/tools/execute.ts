@@ -1,6 +1,7 @@
 import { errorMessage } from "../core/errors.js";
 import { checkMedia } from "../core/media.js";
-import { type MediaPart, nestedTooDeep, type ToolCall, tooDeepMessage } from "../core/messages.js";
+import { type MediaPart, nestedTooDeep, type ToolCall, tooDeepMessage, trimmed } from "../core/messages.js";
+import { RunWaiters, Waiter } from "./awaited.js";
 import { isToolOutput, type Tool, type ToolContext, type ToolProgress } from "./tool.js";
 
 /** A tool call after look-up, JSON parsing and validation (stage 1 of 3). */
@@ -45,6 +46,8 @@ export interface ExecuteOptions {
   maxMediaBytes?: number;
   /** Removes secrets from a result (and from progress messages) before anything else sees or cuts it. */
   redact?: (text: string) => string;
+  /** The run's calls waiting on a promise; made by the first one. */
+  waiters?: RunWaiters;
 }
 
 /**
@@ -60,7 +63,7 @@ export function prepareCall(call: ToolCall, index: number, tools: ReadonlyMap<st
   }
   let parsed: unknown;
   try {
-    parsed = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments);
+    parsed = trimmed(call.arguments) === "" ? {} : JSON.parse(call.arguments);
   } catch (error) {
     return {
       index,
@@ -97,19 +100,25 @@ export type CallUpdate = CallOutcome | CallProgress;
 /**
  * Runs prepared calls concurrently (bounded) and hands out their progress reports and each
  * outcome as it completes: `take()` what is in, `wait()` when nothing is. Calls start at once, in
- * call order (a `sequential` tool alone); a tool that returns a value (or a promise already
- * settled) costs no timer and no abort listener. Callers put results back in call order using `index`. Never throws: a throw, a timeout or an abort
- * becomes an error outcome, and an abort settles every pending call at once even when a tool
- * ignores its signal.
+ * call order (a `sequential` tool alone); no call has a timer or an abort listener of its own
+ * (see awaited.ts). Callers put results back in call order using `index`. Never throws: a throw,
+ * a timeout or an abort becomes an error outcome, and an abort settles every pending call at once
+ * even when a tool ignores its signal.
  */
-export function executeCalls(calls: readonly PreparedCall[], options: ExecuteOptions): CallExecution {
-  return new CallExecution(calls, options);
+export function executeCalls(
+  calls: readonly PreparedCall[],
+  options: ExecuteOptions,
+  now = -1,
+): CallExecution {
+  return new CallExecution(calls, options, now >= 0 ? now : performance.now());
 }
 
 export class CallExecution {
   /** When the last outcome came in (`performance.now()`); the start time until then. */
   endedAt: number;
-  private readonly queue: CallUpdate[] = [];
+  /** The oldest update not yet taken; the later ones are in `more` (most batches never need it). */
+  private first: CallUpdate | undefined = undefined;
+  private more: CallUpdate[] | undefined = undefined;
   private head = 0;
   /** Outcomes not yet taken. */
   private left: number;
@@ -118,15 +127,19 @@ export class CallExecution {
   /** A `sequential` call is running: nothing else starts. */
   private alone = false;
   private pumping = false;
-  private wake: (() => void) | undefined;
+  private wake: (() => void) | undefined = undefined;
+  /** Whether anyone waited for an outcome (else all were in before the constructor returned). */
+  waited = false;
 
   constructor(
     private readonly calls: readonly PreparedCall[],
-    private readonly options: ExecuteOptions,
+    readonly options: ExecuteOptions,
+    /** When the calls start (`performance.now()`). */
+    now: number,
   ) {
     this.left = calls.length;
-    this.endedAt = performance.now();
-    this.pump(this.endedAt);
+    this.endedAt = now;
+    this.pump(now);
   }
 
   /** True once every outcome has been taken. */
@@ -136,31 +149,48 @@ export class CallExecution {
 
   /** The oldest report not yet taken, or undefined while the calls still run (or all are done). */
   take(): CallUpdate | undefined {
-    if (this.head === this.queue.length) return undefined;
-    const update = this.queue[this.head] as CallUpdate;
-    if (++this.head === this.queue.length) {
-      this.queue.length = 0;
-      this.head = 0;
-    }
+    const update = this.first;
+    if (!update) return undefined;
+    const { more } = this;
+    if (more && this.head < more.length) {
+      this.first = more[this.head++];
+      if (this.head === more.length) {
+        more.length = 0;
+        this.head = 0;
+      }
+    } else this.first = undefined;
     if (update.type === "outcome") this.left--;
     return update;
   }
 
   /** Resolves when there is something to take. */
   wait(): Promise<void> {
+    this.waited = true;
     return new Promise<void>((resolve) => {
       this.wake = resolve;
     });
   }
 
-  private readonly report = (update: CallUpdate): void => {
-    this.queue.push(update);
+  /** @internal A call's progress or outcome, for `take()`. */
+  report(update: CallUpdate): void {
+    if (!this.first) this.first = update;
+    else if (this.more) this.more.push(update);
+    else this.more = [update];
     const wake = this.wake;
     if (wake) {
       this.wake = undefined;
       wake();
     }
-  };
+  }
+
+  /** @internal A call has its outcome: its slot frees and the next calls start. */
+  settled(prepared: PreparedCall, outcome: CallOutcome, endedAt: number): void {
+    this.running--;
+    if (prepared.tool?.sequential === true) this.alone = false;
+    this.endedAt = endedAt;
+    this.report(outcome);
+    this.pump();
+  }
 
   /** Starts calls in order while slots are free. A sync tool finishes inside, and the loop goes on. */
   private pump(now?: number): void {
@@ -187,13 +217,7 @@ export class CallExecution {
       this.running++;
       if (sequential) this.alone = true;
       now ??= performance.now();
-      runOne(prepared, options, this.report, now, (outcome, endedAt) => {
-        this.running--;
-        if (sequential) this.alone = false;
-        this.endedAt = endedAt;
-        this.report(outcome);
-        this.pump();
-      });
+      runOne(prepared, this, now);
     }
     this.pumping = false;
   }
@@ -201,88 +225,114 @@ export class CallExecution {
 
 const NO_MEDIA: readonly MediaPart[] = [];
 
-type Settle = (outcome: CallOutcome, endedAt: number) => void;
-
 /**
  * Runs one call and settles it exactly once: at once when the tool returns a value (or throws).
- * Only a pending result arms the timeout and listens for the run's abort.
+ * Only a pending result waits against the timeout and the run's abort.
  */
-function runOne(
-  prepared: PreparedCall,
-  options: ExecuteOptions,
-  report: (update: CallProgress) => void,
-  started: number,
-  settle: Settle,
-): void {
-  const { signal, redact } = options;
-  const controller = new AbortController();
-  const context: ToolContext = {
-    signal: controller.signal,
-    toolCallId: prepared.call.id,
-    onProgress: (p: ToolProgress) =>
-      report({
+function runOne(prepared: PreparedCall, execution: CallExecution, started: number): void {
+  const { options } = execution;
+  const context = new CallContext(prepared, execution);
+  let result: unknown;
+  try {
+    if (options.signal.aborted) throw new Error("The run was aborted.");
+    result = (prepared.tool as Tool).execute(prepared.value, context);
+  } catch (error) {
+    finishCall(prepared, execution, error, true, started);
+    return;
+  }
+  if (isThenable(result)) new AwaitedCall(result, prepared, execution, context, started);
+  else finishCall(prepared, execution, result, false, started);
+}
+
+/**
+ * What a tool's `execute` gets. Its signal and progress callback are made when first read: most
+ * calls read neither (and a synchronous tool has nothing to cancel).
+ */
+class CallContext implements ToolContext {
+  readonly toolCallId: string;
+  private controller: AbortController | undefined = undefined;
+  private progress: ((progress: ToolProgress) => void) | undefined = undefined;
+  private cancelled = false;
+  private reason: unknown = undefined;
+
+  constructor(
+    private readonly prepared: PreparedCall,
+    private readonly execution: CallExecution,
+  ) {
+    this.toolCallId = prepared.call.id;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.cancelled) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  get onProgress(): (progress: ToolProgress) => void {
+    this.progress ??= (p: ToolProgress) => {
+      const { redact } = this.execution.options;
+      this.execution.report({
         ...p,
         ...(redact && p.message !== undefined && { message: redact(p.message) }),
         type: "progress",
-        index: prepared.index,
-      }),
-  };
-  let result: unknown;
-  try {
-    if (signal.aborted) throw new Error("The run was aborted.");
-    result = (prepared.tool as Tool).execute(prepared.value, context);
-  } catch (error) {
-    finishCall(prepared, options, error, true, started, settle);
-    return;
+        index: this.prepared.index,
+      });
+    };
+    return this.progress;
   }
-  if (isThenable(result)) awaitCall(result, prepared, options, controller, started, settle);
-  else finishCall(prepared, options, result, false, started, settle);
+
+  /** Fires the signal (now, or when it is first read). */
+  cancel(reason?: unknown): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.reason = reason;
+    this.controller?.abort(reason);
+  }
 }
 
 /** A tool's promise, against its timeout and the run's abort. */
-function awaitCall(
-  result: PromiseLike<unknown>,
-  prepared: PreparedCall,
-  options: ExecuteOptions,
-  controller: AbortController,
-  started: number,
-  settle: Settle,
-): void {
-  const { signal } = options;
-  const tool = prepared.tool as Tool;
-  const timeoutMs = tool.timeoutMs ?? options.timeoutMs;
-  let timer: NodeJS.Timeout | undefined;
-  let listening = false;
-  let finished = false;
-  const finish = (value: unknown, failed: boolean) => {
-    if (finished) return;
-    finished = true;
-    if (timer) clearTimeout(timer);
-    if (listening) signal.removeEventListener("abort", onAbort);
-    finishCall(prepared, options, value, failed, started, settle);
-  };
-  const onAbort = () => {
-    controller.abort(signal.reason);
-    finish(new Error("The run was aborted."), true);
-  };
-  Promise.resolve(result).then(
-    (value) => finish(value, false),
-    (error: unknown) => finish(error, true),
-  );
-  // Queued after the reaction of a promise that is already settled: only a pending one arms the
-  // timer and the listener (an `async` tool that never awaits costs neither).
-  queueMicrotask(() => {
-    if (finished) return;
-    if (signal.aborted) return onAbort();
-    if (timeoutMs > 0 && timeoutMs < 2 ** 31) {
-      timer = setTimeout(() => {
-        finish(new Error(`Tool '${tool.name}' timed out after ${timeoutMs} ms.`), true);
-        controller.abort();
-      }, timeoutMs);
-    }
-    listening = true;
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
+class AwaitedCall extends Waiter {
+  private finished = false;
+
+  constructor(
+    result: PromiseLike<unknown>,
+    private readonly prepared: PreparedCall,
+    private readonly execution: CallExecution,
+    private readonly context: CallContext,
+    private readonly started: number,
+  ) {
+    super();
+    Promise.resolve(result).then(
+      (value) => this.finish(value, false),
+      (error: unknown) => this.finish(error, true),
+    );
+    const tool = prepared.tool as Tool;
+    const { options } = execution;
+    options.waiters ??= new RunWaiters(options.signal);
+    this.start(started, tool.timeoutMs ?? options.timeoutMs, options.waiters);
+  }
+
+  protected override expire(): void {
+    const tool = this.prepared.tool as Tool;
+    const ms = tool.timeoutMs ?? this.execution.options.timeoutMs;
+    this.finish(new Error(`Tool '${tool.name}' timed out after ${ms} ms.`), true);
+    this.context.cancel();
+  }
+
+  protected override abort(reason: unknown): void {
+    if (this.finished) return;
+    this.context.cancel(reason);
+    this.finish(new Error("The run was aborted."), true);
+  }
+
+  private finish(value: unknown, failed: boolean): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.stop();
+    finishCall(this.prepared, this.execution, value, failed, this.started);
+  }
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -293,14 +343,14 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 
 function finishCall(
   prepared: PreparedCall,
-  options: ExecuteOptions,
+  execution: CallExecution,
   value: unknown,
   failed: boolean,
   started: number,
-  settle: Settle,
 ): void {
   const endedAt = performance.now();
-  settle(outcomeOf(prepared, options, value, failed, Math.round(endedAt - started)), endedAt);
+  const outcome = outcomeOf(prepared, execution.options, value, failed, Math.round(endedAt - started));
+  execution.settled(prepared, outcome, endedAt);
 }
 
 /** Stage 3: the result as the model will read it (serialised, redacted, cut), and whether it ends the loop. */
@@ -362,6 +412,9 @@ function safePredicate(predicate: () => boolean): boolean {
 /** Strings pass through, a `toolOutput` gives its text; anything else becomes JSON (undefined becomes ""). */
 export function serialiseResult(result: unknown): string {
   if (typeof result === "string") return result;
+  // What JSON.stringify gives, without its machinery: the commonest non-string results.
+  if (typeof result === "number") return Number.isFinite(result) ? String(result) : "null";
+  if (typeof result === "boolean") return result ? "true" : "false";
   if (isToolOutput(result)) return result.text;
   if (result === undefined) return "";
   try {
