@@ -282,8 +282,10 @@ function takeReply(
     usage: reply.usage,
     toolCalls: toolCalls.length,
     toolErrors: 0,
-    incomplete: incompleteReason(reply.finishReason),
   });
+  // Rare, so added only when set: a step that was not cut short has no `incomplete` key.
+  const incomplete = incompleteReason(reply.finishReason);
+  if (incomplete) (state.steps[state.steps.length - 1] as IterationRecord).incomplete = incomplete;
   if (toolCalls.length > 0)
     state.pending = { assistant: state.messages.length - 1, decisions: [], breaking: [] };
   return undefined;
