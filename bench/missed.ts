@@ -7,9 +7,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { RUNNERS } from "./peers.ts";
+import { child } from "./processes.ts";
 import { type CpuProfile, profileWhile, selfTimes } from "./profile.ts";
 import type { TargetResult } from "./section.ts";
-import { child } from "./targets.ts";
 
 const script = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 const BIN = fileURLToPath(new URL("../dist/cli/bin.js", import.meta.url));

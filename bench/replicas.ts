@@ -21,7 +21,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { cpuSeconds, machineBusySeconds } from "./cpu.ts";
 import { type BenchPostgres, postgresMissing, startBenchPostgres } from "./postgres.ts";
-import { type Load, load, startUpstream } from "./server.ts";
+import { type Load, load, startUpstream } from "./processes.ts";
 
 const CONNECTIONS = 64;
 /** The upstream model's time per answer: a run waits for two of them. */

@@ -13,138 +13,29 @@
 //   node bench/server.ts --soak 120 [--only agentloop] [--env MALLOC_ARENA_MAX=2] [--trim]
 //     (one long load, memory printed every 5 s, then 10 s idle, a GC, and with --trim glibc's
 //     malloc_trim(0) called in the server through gdb: where the RSS is held)
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { cpuSeconds } from "./cpu.ts";
+import {
+  child,
+  collect,
+  descriptors,
+  load,
+  type MemorySample,
+  mallocTrim,
+  memorySamples,
+  type RssBreakdown,
+  rssBreakdown,
+  type Server,
+  startServer,
+  startUpstream,
+} from "./processes.ts";
 import { medianRange, type Section } from "./section.ts";
 
-const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
-const BIN = here("../dist/cli/bin.js");
 const MiB = 2 ** 20;
-
-export interface MemorySample {
-  t: number;
-  tag: "tick" | "gc";
-  rss: number;
-  heapTotal: number;
-  heapUsed: number;
-  external: number;
-  arrayBuffers: number;
-}
-
-export interface Server {
-  name: string;
-  child: ChildProcess;
-  url: string;
-  memoryFile: string;
-  exited: Promise<unknown>;
-}
-
-/** Starts `agentloop serve` ("agentloop") or the hand-written server ("floor") with the memory probe. */
-export async function startServer(
-  kind: "agentloop" | "floor",
-  dir: string,
-  env: Record<string, string>,
-  name: string = kind,
-): Promise<Server> {
-  const file = name.replace(/\W+/g, "-");
-  const log = join(dir, `${file}.log`);
-  const memoryFile = join(dir, `${file}.memory.jsonl`);
-  const script = kind === "agentloop" ? [BIN, "serve", "--port", "0"] : [here("./server-floor.ts")];
-  const child = spawn(process.execPath, ["--expose-gc", "--import", here("./mem-probe.ts"), ...script], {
-    cwd: dir,
-    env: { PATH: process.env.PATH ?? "", ...env, AGENTLOOP_BENCH_MEMORY: memoryFile },
-    stdio: ["ignore", "ignore", openSync(log, "w")],
-  });
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  for (let waited = 0; waited < 30_000; waited += 50) {
-    const match = existsSync(log) && /serving \S+ on (http:\/\/\S+) /.exec(readFileSync(log, "utf8"));
-    if (match) return { name, child, url: match[1] as string, memoryFile, exited };
-    if (child.exitCode !== null) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill("SIGKILL");
-  throw new Error(`${kind} server did not start: ${readFileSync(log, "utf8").trim()}`);
-}
-
-export async function startUpstream(latencyMs: number): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [here("./upstream.ts"), String(latencyMs)], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  for await (const line of lines) return { child, url: line.trim() };
-  throw new Error("the upstream fake server did not start");
-}
-
-/** The server's memory samples so far (from its probe's file). */
-export function memorySamples(server: Server): MemorySample[] {
-  if (!existsSync(server.memoryFile)) return [];
-  return readFileSync(server.memoryFile, "utf8")
-    .split("\n")
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as MemorySample);
-}
-
-/** Runs a full GC in the server (SIGUSR2 to its probe) and returns the sample it writes then. */
-export async function collect(server: Server): Promise<MemorySample> {
-  const before = memorySamples(server).filter((s) => s.tag === "gc").length;
-  server.child.kill("SIGUSR2");
-  for (let waited = 0; waited < 10_000; waited += 50) {
-    const gcs = memorySamples(server).filter((s) => s.tag === "gc");
-    if (gcs.length > before) return gcs.at(-1) as MemorySample;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${server.name}: no GC sample`);
-}
-
-/** glibc's malloc_trim(0) in the server, through gdb (the free memory glibc's arenas keep, given back). */
-export function mallocTrim(server: Server): boolean {
-  try {
-    execFileSync(
-      "gdb",
-      ["-p", String(server.child.pid), "-batch", "-ex", "call (int) malloc_trim(0)", "-ex", "detach"],
-      { stdio: "ignore", timeout: 60_000 },
-    );
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-export interface Load {
-  ok: number;
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-  seconds: number;
-  p50: number;
-  p99: number;
-  cpuSeconds: number;
-}
-
-/** bench/load.ts for `seconds` on `urls`; `onStart` is called as its load starts. */
-export function load(
-  seconds: number,
-  connections: number,
-  urls: string[],
-  { stream = false, onStart = () => {} }: { stream?: boolean; onStart?: () => void } = {},
-): Promise<Load> {
-  const child = spawn(
-    process.execPath,
-    [here("./load.ts"), String(seconds), String(connections), ...(stream ? ["--stream"] : []), ...urls],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  const lines = createInterface({ input: child.stdout });
-  return new Promise((resolve, reject) => {
-    lines.on("line", (line) => (line === "started" ? onStart() : resolve(JSON.parse(line) as Load)));
-    child.once("close", (code) => reject(new Error(`bench/load.ts exited with ${code}`)));
-  });
-}
 
 interface Measurement {
   requests: number;
@@ -160,6 +51,8 @@ interface Measurement {
   rssAfter: number;
   heapPeak: number;
   heapAfter: number;
+  /** Where the RSS was as the load ended (before the GC). */
+  breakdown: RssBreakdown | undefined;
 }
 
 async function measure(server: Server, seconds: number, connections: number, stream: boolean) {
@@ -173,6 +66,7 @@ async function measure(server: Server, seconds: number, connections: number, str
     },
   });
   const used = cpuSeconds(server.child.pid ?? 0) - cpu;
+  const breakdown = rssBreakdown(server.child.pid);
   const after = await collect(server);
   const during = memorySamples(server).filter((s) => s.t >= from && s.tag === "tick");
   return {
@@ -187,6 +81,7 @@ async function measure(server: Server, seconds: number, connections: number, str
     rssAfter: after.rss / MiB,
     heapPeak: Math.max(0, ...during.map((s) => s.heapUsed / MiB)),
     heapAfter: after.heapUsed / MiB,
+    breakdown,
   } satisfies Measurement;
 }
 
@@ -210,7 +105,7 @@ const VARIANTS: Variant[] = [
 async function idle(
   server: Server,
   rssStart: number,
-): Promise<{ rss: number; seconds: number; trimmed?: number }> {
+): Promise<{ rss: number; seconds: number; fds: number; breakdown?: RssBreakdown; trimmed?: number }> {
   const started = Date.now();
   let rss = (await collect(server)).rss / MiB;
   while (rss > rssStart + 48 && Date.now() - started < 40_000) {
@@ -218,9 +113,11 @@ async function idle(
     rss = (memorySamples(server).at(-1)?.rss ?? 0) / MiB;
   }
   const seconds = (Date.now() - started) / 1000;
-  if (!mallocTrim(server)) return { rss, seconds };
+  const fds = descriptors(server.child.pid);
+  const breakdown = rssBreakdown(server.child.pid);
+  if (!mallocTrim(server)) return { rss, seconds, fds, breakdown };
   await new Promise((r) => setTimeout(r, 600));
-  return { rss, seconds, trimmed: rss - (memorySamples(server).at(-1)?.rss ?? 0) / MiB };
+  return { rss, seconds, fds, breakdown, trimmed: rss - (memorySamples(server).at(-1)?.rss ?? 0) / MiB };
 }
 
 /** The "Server under load" section: `rounds` rounds of `seconds` per server and mode. */
@@ -237,11 +134,17 @@ export async function serverUnderLoad(
     const env = { OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: "sk-bench" };
     for (const v of VARIANTS) servers.push(await startServer(v.kind, dir, { ...env, ...v.env }, v.label));
     const rssStart = new Map<string, number>();
-    for (const server of servers) rssStart.set(server.name, (await collect(server)).rss / MiB);
+    const fdsStart = new Map<string, number>();
+    for (const server of servers) {
+      rssStart.set(server.name, (await collect(server)).rss / MiB);
+      fdsStart.set(server.name, descriptors(server.child.pid));
+    }
     for (const server of servers) await load(2, connections, [server.url]); // warm-up
     const modes = ["non-streaming", "streaming"] as const;
     const results = new Map<string, Measurement[]>();
     const served = new Map<string, number>();
+    /** Each server's measurements in the order they ran. */
+    const history = new Map<string, Measurement[]>();
     const loadAverage = os.loadavg()[0] ?? 0;
     for (let round = 0; round < rounds; round++) {
       for (const mode of modes) {
@@ -252,6 +155,7 @@ export async function serverUnderLoad(
           const m = await measure(server, seconds, connections, mode === "streaming");
           results.set(key, [...(results.get(key) ?? []), m]);
           served.set(server.name, (served.get(server.name) ?? 0) + m.requests);
+          history.set(server.name, [...(history.get(server.name) ?? []), m]);
         }
       }
     }
@@ -273,16 +177,34 @@ export async function serverUnderLoad(
         return `| ${server.name} | ${mode} | ${pick((m) => m.rps)} | ${pick((m) => m.p50)} | ${pick((m) => m.p99)} | ${pick((m) => m.cpuMs, 2)} | ${ms.reduce((sum, m) => sum + m.failed, 0)} | ${pick((m) => m.rssPeak)} | ${pick((m) => m.heapPeak)} | ${pick((m) => m.heapAfter)} |`;
       }),
     );
+    const mib = (v: number | undefined) => (v === undefined ? "-" : v.toFixed(0));
+    const where = (b: RssBreakdown | undefined) =>
+      b ? `${mib(b.v8Pages)} / ${mib(b.otherAnonymous)} / ${mib(b.files)}` : "-";
     const memoryRows = servers.map((server) => {
-      const all = modes.flatMap((mode) => results.get(`${server.name} ${mode}`) ?? []);
+      const all = history.get(server.name) ?? [];
       const i = idled.get(server.name);
-      const heapAfter = all.map((m) => m.heapAfter);
-      return `| ${server.name} | ${(served.get(server.name) ?? 0).toLocaleString("en")} | ${(rssStart.get(server.name) ?? 0).toFixed(0)} | ${Math.max(...all.map((m) => m.rssPeak)).toFixed(0)} | ${i ? `${i.rss.toFixed(0)} (${i.seconds.toFixed(0)} s)` : "-"} | ${i?.trimmed === undefined ? "-" : i.trimmed.toFixed(0)} | ${heapAfter.map((h) => h.toFixed(0)).join(", ")} |`;
+      return `| ${server.name} | ${(served.get(server.name) ?? 0).toLocaleString("en")} | ${mib(rssStart.get(server.name))} | ${mib(Math.max(...all.map((m) => m.rssPeak)))} | ${where(all.at(-1)?.breakdown)} | ${i ? `${mib(i.rss)} (${i.seconds.toFixed(0)} s)` : "-"} | ${where(i?.breakdown)} | ${mib(i?.trimmed)} | ${fdsStart.get(server.name)} → ${i?.fds ?? "-"} | ${all.map((m) => mib(m.heapAfter)).join(", ")} |`;
     });
-    const mine = modes.flatMap((mode) => results.get(`${ours} ${mode}`) ?? []);
+    const mine = history.get(ours) ?? [];
     const heapGrowth = (mine.at(-1)?.heapAfter ?? 0) - (mine[0]?.heapAfter ?? 0);
     const ourIdle = idled.get(ours);
     const start = rssStart.get(ours) ?? 0;
+    const peak = (name: string) => Math.max(...(history.get(name) ?? []).map((m) => m.rssPeak));
+    const capped = servers[2]?.name ?? "";
+    const ended = mine.at(-1)?.breakdown;
+    const limit = Number(child(["-p", "require('v8').getHeapStatistics().heap_size_limit"])) / MiB;
+    const heaps = mine.map((m) => m.heapAfter);
+    const explained = `What holds the RSS: as the last load ended, ${ended ? `${mib(ended.v8Pages)} MiB of agentloop serve's RSS were V8's heap pages (anonymous 256 KiB pages at 256 KiB boundaries in /proc/<pid>/smaps), ${mib(ended.otherAnonymous)} other anonymous memory (glibc's arenas: socket buffers, V8's compiler zones; thread stacks) and ${mib(ended.files)} mapped files (the node binary)` : "(no /proc here)"}.
+After a full GC the heap holds ${mib(Math.min(...heaps))}-${mib(Math.max(...heaps))} MiB whatever the number of requests served, and the
+open files return to their count at start: no object or socket accumulates per request (per-request
+AbortControllers, request bodies, log lines, metrics and kept-alive upstream connections would show
+there). V8 sizes its heap for the allocation rate: a request's objects live as long as the request
+(${2 * latencyMs} ms and more), so they survive young-generation collections, are promoted, and die in the old
+generation, which grows until a full collection (up to V8's limit, ${mib(limit)} MiB here, set from the
+machine's memory); once the load stops, V8's memory reducer gives the pages back (the "idle" column).
+glibc's allocator kept ${mib(ourIdle?.trimmed)} MiB that \`malloc_trim\` could return, so \`MALLOC_ARENA_MAX\` can gain no more. The
+hand-written server grows the same way (peak ${mib(peak(floor))} MiB against ${mib(peak(ours))}). With the old generation
+capped (\`${HEAP_CAP}\`) the peak was ${mib(peak(capped))} MiB, for the requests per second in the first table.`;
     const markdown = `### Server under load (bench/server.ts)
 
 \`agentloop serve\` and a hand-written server (bench/server-floor.ts: node:http, the official \`openai\`
@@ -304,12 +226,16 @@ ${cell(ratios["non-streaming"], 2)}, streaming ${cell(ratios.streaming, 2)}.
 
 Memory over the whole section: RSS at start (after a GC), its peak under load, once idle (after a GC,
 waiting up to 40 s for V8's memory reducer to give heap pages back, until within 48 MiB of the start),
-what glibc then returned on \`malloc_trim(0)\` (called through gdb; free memory its arenas kept), and the
-heap after a full GC at the end of each measurement, in order (growth there would be a leak).
+what glibc then returned on \`malloc_trim(0)\` (called through gdb; free memory its arenas kept), the
+open file descriptors (sockets included: kept-alive upstream connections close after a few seconds
+idle), and the heap after a full GC at the end of each measurement, in order (growth there would be a
+leak).
 
-| server | requests served | RSS MiB at start | peak | idle (after) | returned by malloc_trim | heap after GC, MiB, each measurement |
-| --- | ---: | ---: | ---: | ---: | ---: | --- |
-${memoryRows.join("\n")}`;
+| server | requests served | RSS MiB at start | peak | V8 pages / other anonymous / files at the last load's end | idle (after) | V8 pages / other / files idle | returned by malloc_trim | open files at start → idle | heap after GC, MiB, each measurement in order |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |
+${memoryRows.join("\n")}
+
+${explained}`;
     return {
       markdown,
       targets: [

@@ -1,23 +1,13 @@
 // The parts of the suite that run a standalone script in a child process (bench/http-perf.ts,
 // bench/concurrency-sessions.ts, bench/cold-start.ts, bench/pruning.ts) and read its JSON, and the
 // issue's targets judged from what each part measured.
-import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { FLOOR, type Heap, MODES, type Overhead } from "./overhead.ts";
+import { child } from "./processes.ts";
 import { median, medianRange, type Section, type TargetResult } from "./section.ts";
 import type { StoreResults } from "./store.ts";
 
 const script = (file: string) => fileURLToPath(new URL(file, import.meta.url));
-/** Runs a bench script in a fresh Node process and returns its stdout. */
-export function child(args: string[], timeoutMs = 600_000): string {
-  return execFileSync(process.execPath, args, {
-    encoding: "utf8",
-    timeout: timeoutMs,
-    killSignal: "SIGKILL",
-    stdio: ["ignore", "pipe", "inherit"],
-    maxBuffer: 64 * 2 ** 20,
-  });
-}
 const lastLine = (text: string) => text.trim().split("\n").at(-1) ?? "";
 const n0 = (n: number) => n.toLocaleString("en");
 
