@@ -51,15 +51,15 @@ interface Note {
 const NOTES: Record<string, Note> = {
   "in-process non-streaming": {
     profile: (quick) => inProcessProfile(false, quick),
-    why: `Per iteration the loop does far more than the floor: events pass through nested async
-generators (the run's, the iteration's, the model call's, the tool executor's: four where the floor
-has two), every tool call arms an AbortController, a 60 s timer and abort listeners for its timeout,
-six timestamps are taken, the repetition guard rebuilds a signature string, and each event is an
-object allocated for \`onEvent\`/\`stream()\` even when nobody listens; the profile's top entries are
-those and the garbage collection they cause. Closing it: one generator layer per iteration (yield the
-model's events straight through), one timer per iteration shared by its tool calls (or none for a
-synchronous-looking tool that settles at once), timestamps only where a result field needs them, the
-repetition signature kept incrementally, and no event objects when the run is not streamed.`,
+    why: `Per iteration the loop does far more than the floor (the causes as the issue lists them; the
+profile shows their weight): events pass through nested async generators (four per iteration where
+the floor has two), every tool call arms an AbortController, a 60 s timer and abort listeners for its
+timeout, six timestamps are taken, the repetition guard rebuilds a signature string, and each event is
+an object allocated whether or not anyone listens; the garbage collector's share is mostly theirs.
+Closing it: one generator layer per iteration (the model's events yielded straight through), one timer
+per iteration shared by its tool calls (or none for a tool that settles at once), timestamps only where
+a result field needs them, the repetition signature kept incrementally, and no event objects when the
+run is not streamed.`,
   },
   "in-process streaming": {
     profile: (quick) => inProcessProfile(true, quick),
@@ -82,11 +82,12 @@ the same changes close it.`,
         ],
         18,
       ),
-    why: `Per request the adapter re-maps the whole history to the wire format (most of it unchanged
-since the last request: cache each message's wire form), uses \`.withResponse()\` (an extra promise and
-header copy per call), arms an idle timer and adds an async-generator layer per SSE chunk, and aborts
-its own AbortController at the end of every request (a DOMException each time); the loop's own cost
-per iteration (the in-process rows) comes on top.`,
+    why: `Per request the adapter (as the issue lists it) re-maps the whole history to the wire format,
+most of it unchanged since the last request (cache each message's wire form), uses \`.withResponse()\`
+(an extra promise and header copy per call), arms an idle timer and adds an async-generator layer per
+SSE chunk, and aborts its own AbortController at the end of every request (a DOMException each time);
+the loop's own cost per iteration (the in-process rows) comes on top. Dropping those, and the loop work
+above, closes it.`,
   },
   "concurrency throughput": {
     profile: (quick) =>

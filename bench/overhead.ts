@@ -18,7 +18,7 @@ export type Mode = (typeof MODES)[number];
 export const FLOOR = "hand-written loop";
 
 /** A framework's samples at one N (µs of CPU per iteration), or why it has none. */
-export type Cell = { samples: number[] } | { skipped: string };
+export type Cell = { samples: number[]; single?: true } | { skipped: string };
 export interface Overhead {
   sizes: number[];
   cells: Record<Mode, Record<string, Record<number, Cell>>>;
@@ -36,17 +36,19 @@ async function sample(run: () => Promise<unknown>, loops: number, n: number): Pr
   return (user + system) / (loops * n);
 }
 
-/** Wall ms of one run (a warm-up that also tells how many runs a sample needs). */
-async function timed(run: () => Promise<unknown>): Promise<number> {
+/** Wall ms and CPU µs of one run (a warm-up that also tells how many runs a sample needs). */
+async function timed(run: () => Promise<unknown>): Promise<{ ms: number; cpu: number }> {
+  const cpu = process.cpuUsage();
   const started = performance.now();
   await run();
-  return performance.now() - started;
+  const used = process.cpuUsage(cpu);
+  return { ms: performance.now() - started, cpu: used.user + used.system };
 }
 
 /**
  * `rounds` rounds per mode and N. A framework whose run is estimated (from its cost at the previous
- * N and how that grew) to take over `maxRunMs` is skipped at that N and the larger ones; a slow one
- * takes part in fewer rounds (at least 3), so that no cell takes much over 10 s.
+ * N and how that grew) or found to take over `maxRunMs` is skipped at that N and the larger ones; a
+ * slow one takes part in fewer rounds (at least 3), so that no cell takes much over 10 s.
  */
 export async function measureOverhead(sizes: number[], rounds: number, maxRunMs: number): Promise<Overhead> {
   const result: Overhead = {
@@ -67,19 +69,35 @@ export async function measureOverhead(sizes: number[], rounds: number, maxRunMs:
           cells[n] = prior;
           continue;
         }
+        // The estimate assumes the cost per iteration keeps growing, at least as the square root of
+        // N's step (the Agents SDK's turns from quadratic only past N = 100).
         const before = last[name];
-        const estimateMs = before ? (before.us * before.growth * n) / 1000 : 0;
+        const step = Math.sqrt(n / (sizes[sizes.indexOf(n) - 1] ?? n));
+        const estimateMs = before ? (before.us * Math.max(before.growth, step) * n) / 1000 : 0;
         if (estimateMs > maxRunMs) {
-          cells[n] = { skipped: `skipped (about ${(estimateMs / 1000).toFixed(0)} s a run)` };
+          cells[n] = {
+            skipped: Number.isFinite(estimateMs)
+              ? `skipped (about ${(estimateMs / 1000).toFixed(0)} s a run)`
+              : "skipped (too slow at the previous N)",
+          };
           continue;
         }
         const run = runner(n, mode === "streaming");
-        // Warm-up: the JIT settles within a few hundred ms of runs; slow runs get two.
+        // Warm-up: the JIT settles within a few hundred ms of runs; a run of over a second is its own
+        // warm-up. A first run over `maxRunMs` (the estimate missed a quadratic growth) is the cell's
+        // only sample, and the framework stops at this N.
         let ms: number;
         try {
-          ms = await timed(run);
-          for (let spent = ms, i = 1; i < 50 && (i < 2 || spent < 300); i++) {
-            ms = await timed(run);
+          const first = await timed(run);
+          ms = first.ms;
+          if (ms > maxRunMs) {
+            cells[n] = { samples: [first.cpu / n], single: true };
+            last[name] = { us: first.cpu / n, growth: Number.POSITIVE_INFINITY };
+            process.stderr.write(`${mode} ${name} N=${n}: one run of ${(ms / 1000).toFixed(0)} s\n`);
+            continue;
+          }
+          for (let spent = ms, i = 1; i < 50 && ms < 1_000 && (i < 2 || spent < 300); i++) {
+            ms = (await timed(run)).ms;
             spent += ms;
           }
         } catch (error) {
@@ -157,7 +175,13 @@ export function heapOf(name: string, n: number, timeoutMs: number): Heap {
 }
 
 const fmtCell = (cell: Cell | undefined, digits: number) =>
-  cell === undefined ? "-" : "skipped" in cell ? cell.skipped : medianRange(cell.samples, digits);
+  cell === undefined
+    ? "-"
+    : "skipped" in cell
+      ? cell.skipped
+      : cell.single
+        ? `${cell.samples[0]?.toFixed(digits)} (one run)`
+        : medianRange(cell.samples, digits);
 
 /** The overhead tables, one per mode. */
 export function overheadMarkdown(o: Overhead): string {

@@ -22,7 +22,7 @@ export function child(args: string[], timeoutMs = 600_000): string {
 const BIN = here("../dist/cli/bin.js");
 export interface MemorySample {
   t: number;
-  tag: "tick" | "gc";
+  tag: "tick" | "gc" | "compact";
   rss: number;
   heapTotal: number;
   heapUsed: number;
@@ -83,13 +83,19 @@ export function memorySamples(server: Server): MemorySample[] {
     .map((line) => JSON.parse(line) as MemorySample);
 }
 
-/** Runs a full GC in the server (SIGUSR2 to its probe) and returns the sample it writes then. */
-export async function collect(server: Server): Promise<MemorySample> {
-  const before = memorySamples(server).filter((s) => s.tag === "gc").length;
+/**
+ * Runs a full GC in the server (SIGUSR2 to its probe), then V8's last-resort GC: the samples after
+ * each (`gc`: what the heap holds; `compact`: the RSS once V8 has given its free pages back).
+ */
+export async function collect(server: Server): Promise<{ gc: MemorySample; compact: MemorySample }> {
+  const before = memorySamples(server).filter((s) => s.tag === "compact").length;
   server.child.kill("SIGUSR2");
   for (let waited = 0; waited < 10_000; waited += 50) {
-    const gcs = memorySamples(server).filter((s) => s.tag === "gc");
-    if (gcs.length > before) return gcs.at(-1) as MemorySample;
+    const samples = memorySamples(server);
+    if (samples.filter((s) => s.tag === "compact").length > before) {
+      const gc = samples.findLast((s) => s.tag === "gc") as MemorySample;
+      return { gc, compact: samples.findLast((s) => s.tag === "compact") as MemorySample };
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`${server.name}: no GC sample`);

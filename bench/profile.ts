@@ -12,8 +12,10 @@ export interface CpuProfile {
   timeDeltas: number[];
 }
 
-/** Module loading and idle time: start-up of the profiled process, not the work measured. */
-const STARTUP = /^(\(idle\) |\S+ node:internal\/(bootstrap|modules)\/)/;
+/** Module loading (type stripping included) and idle time: start-up of the profiled process, not the work measured. */
+const STARTUP = /^(\(idle\) |\S+ node:internal\/(bootstrap|modules|deps\/amaro)\/)/;
+/** The profiler's own frames (node:inspector's session), never the work measured. */
+const PROFILER = /^\S+ node:inspector:/;
 
 /**
  * Self time by function, heaviest first, `top` lines of "share%  function file:line" (paths from
@@ -30,7 +32,7 @@ export function selfTimes(profile: CpuProfile, top: number, { skipStartup = fals
     const key = `${frame.functionName || "(anonymous)"} ${where}:${frame.lineNumber + 1}`;
     self.set(key, (self.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0));
   });
-  const kept = [...self].filter(([key]) => !(skipStartup && STARTUP.test(key)));
+  const kept = [...self].filter(([key]) => !PROFILER.test(key) && !(skipStartup && STARTUP.test(key)));
   const total = kept.reduce((sum, [, us]) => sum + us, 0);
   return kept
     .sort((a, b) => b[1] - a[1])
@@ -39,13 +41,13 @@ export function selfTimes(profile: CpuProfile, top: number, { skipStartup = fals
     .join("\n");
 }
 
-/** A CPU profile of this process while `work` runs (sampled every 100 µs). */
+/** A CPU profile of this process while `work` runs (sampled every 250 µs). */
 export async function profileWhile(work: () => Promise<void>): Promise<CpuProfile> {
   const session = new Session();
   session.connect();
   try {
     await session.post("Profiler.enable");
-    await session.post("Profiler.setSamplingInterval", { interval: 100 });
+    await session.post("Profiler.setSamplingInterval", { interval: 250 });
     await session.post("Profiler.start");
     await work();
     const { profile } = await session.post("Profiler.stop");

@@ -89,7 +89,7 @@ const concurrency = await part("concurrent sessions", () =>
 sections.push(concurrency.markdown);
 targets.push(...concurrency.targets);
 
-const server = await part("server under load", () => serverUnderLoad(quick ? 3 : 10, quick ? 1 : 3, 100));
+const server = await part("server under load", () => serverUnderLoad(quick ? 3 : 8, quick ? 1 : 2, 100));
 sections.push(server.markdown);
 targets.push(...server.targets);
 
@@ -111,7 +111,7 @@ const parallel = await part("parallel tools", () => parallelTools());
 sections.push(parallel.markdown);
 targets.push(...parallel.targets);
 
-sections.push(await part("replicas on PostgreSQL", () => replicaScaling(quick ? 2 : 6, quick ? 1 : 2)));
+sections.push(await part("replicas on PostgreSQL", () => replicaScaling(quick ? 2 : 5, quick ? 1 : 2)));
 
 const notes = await part("profiles of missed targets", () => missedNotes(targets, quick));
 
