@@ -3,8 +3,11 @@
 // and how long after its spawn `agentloop run` sends its first request upstream (a local server
 // records the arrival; the floor is a bare `node -e "fetch(...)"`).
 //
-//   npm run build && node bench/cold-start.ts [rounds=20]
-import { spawn } from "node:child_process";
+// Also lists the modules `import("agentloop")` loads, and which of them are provider, MCP, server,
+// store or CLI code (none should be).
+//
+//   npm run build && node bench/cold-start.ts [rounds=20] [--json]
+import { execFileSync, spawn } from "node:child_process";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
@@ -89,7 +92,28 @@ for (let round = 0; round < rounds; round++) {
 }
 upstream.close();
 
+/** The modules `import("agentloop")` loads (a module hook records them), relative to dist/ or node_modules/. */
+const HOOK = `import { registerHooks } from "node:module";
+const seen = [];
+registerHooks({ load(url, context, next) { seen.push(url); return next(url, context); } });
+await import("agentloop");
+console.log(JSON.stringify(seen));`;
+const loaded = (
+  JSON.parse(
+    execFileSync(process.execPath, ["--input-type=module", "-e", HOOK], { cwd: ROOT, encoding: "utf8" }),
+  ) as string[]
+)
+  .filter((url) => url.startsWith("file:"))
+  .map((url) => url.replace(/^file:\/\/.*?\/(dist|node_modules)\//, "$1/"));
+const HEAVY =
+  /^dist\/(models\/(openai|anthropic)|mcp\/|server\/|store\/|cli\/)|^node_modules\/(openai|@anthropic-ai|@modelcontextprotocol|hono|@hono|pg)\//;
+const heavy = loaded.filter((path) => HEAVY.test(path));
+
 const median = (xs: number[]) => xs.toSorted((a, b) => a - b)[xs.length >> 1] ?? Number.NaN;
+if (process.argv.includes("--json")) {
+  console.log(JSON.stringify({ rounds, times: Object.fromEntries(times), loaded, heavy }));
+  process.exit(0);
+}
 console.log(`cold start, ${rounds} interleaved rounds: median [min-max] ms`);
 for (const c of cases) {
   const xs = times.get(c.name) ?? [];
@@ -99,3 +123,6 @@ for (const c of cases) {
     `${c.name.padEnd(30)} ${median(xs).toFixed(1).padStart(6)} [${Math.min(...xs).toFixed(1)}-${Math.max(...xs).toFixed(1)}]${ratio}`,
   );
 }
+console.log(
+  `import("agentloop") loads ${loaded.length} modules; provider, MCP, server, store or CLI code among them: ${heavy.length ? heavy.join(", ") : "none"}`,
+);

@@ -1,15 +1,17 @@
 // Concurrent sessions in one process: N runs at once, each two model calls of 50 ms (a timer) with
-// one tool call between, agentloop against a hand-written loop doing the same, interleaved round by
+// one tool call between, agentloop against the hand-written loop of bench/workload.ts on the same
+// model (validating the arguments with zod, awaiting the async tool), interleaved round by
 // round. Reports runs per second, the p50 added latency, and what each parked run holds: the live
 // heap (after a full GC) and the RSS while all N wait on their first model call.
 //
 //   npm run build && node --expose-gc bench/concurrency-sessions.ts [sessions=10000] [rounds=5]
 //   node --expose-gc bench/concurrency-sessions.ts 1000 1 --snapshot   # heap snapshot per kind, by type
 //   node --expose-gc bench/concurrency-sessions.ts 100000 1 --only agentloop   # one kind: its peak RSS
+//   ... --json   # one JSON line instead of the text (bench/run.ts reads it)
 import { readFileSync, rmSync } from "node:fs";
 import { writeHeapSnapshot } from "node:v8";
-import { z } from "zod";
 import { Agent, defineTool } from "../dist/index.js";
+import { add, type FakeModel, floor, schema } from "./workload.ts";
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error("run with node --expose-gc");
@@ -27,53 +29,33 @@ async function modelDelay(): Promise<void> {
 }
 
 const usage = { inputTokens: 1, outputTokens: 1 };
-const agent = new Agent({
-  model: {
-    id: "fake",
-    async *stream(request) {
-      await modelDelay();
-      const done = request.messages.some((m) => m.role === "tool");
-      yield {
-        type: "done",
-        message: done
-          ? { role: "assistant", content: "done", toolCalls: [], finishReason: "stop", usage }
-          : {
-              role: "assistant",
-              content: "",
-              toolCalls: [{ id: "c", name: "add", arguments: ARGS }],
-              finishReason: "tool_calls",
-              usage,
-            },
-      };
-    },
+/** The model both kinds call: 50 ms, then add(...) until the history has a tool result, then "done". */
+const model: FakeModel = {
+  id: "fake",
+  reset: () => {},
+  async *stream(request) {
+    await modelDelay();
+    const done = request.messages.some((m) => m.role === "tool");
+    yield {
+      type: "done",
+      message: done
+        ? { content: "done", toolCalls: [], finishReason: "stop", usage }
+        : {
+            content: "",
+            toolCalls: [{ id: "c", name: "add", arguments: ARGS }],
+            finishReason: "tool_calls",
+            usage,
+          },
+    };
   },
-  tools: [
-    defineTool({
-      name: "add",
-      description: "Adds two numbers.",
-      parameters: z.object({ a: z.number(), b: z.number() }),
-      execute: ({ a, b }) => a + b,
-    }),
-  ],
+};
+const agent = new Agent({
+  model,
+  tools: [defineTool({ name: "add", description: "Adds two numbers.", parameters: schema, execute: add })],
 });
 
-/** The floor: await the model, parse the arguments, await the tool, keep the messages. */
-async function handWritten(): Promise<unknown> {
-  const messages: { role: string; content: string; id?: string }[] = [{ role: "user", content: "go" }];
-  const tools: Record<string, (args: { a: number; b: number }) => Promise<number>> = {
-    add: async ({ a, b }) => a + b,
-  };
-  for (;;) {
-    await modelDelay();
-    const done = messages.some((m) => m.role === "tool");
-    if (done) {
-      messages.push({ role: "assistant", content: "done" });
-      return messages;
-    }
-    messages.push({ role: "assistant", content: "", id: "c" });
-    messages.push({ role: "tool", content: String(await tools.add?.(JSON.parse(ARGS))), id: "c" });
-  }
-}
+/** The floor (bench/workload.ts): a careful hand-written loop on the same model. */
+const handWritten = floor(model, false);
 
 const kinds = {
   agentloop: async () => {
@@ -184,6 +166,16 @@ for (let r = 0; r < rounds; r++) {
 }
 
 const median = (xs: number[]) => xs.toSorted((a, b) => a - b)[xs.length >> 1] ?? Number.NaN;
+const ratios = results.agentloop.map(
+  (r, i) => r.runsPerSecond / (results["hand-written loop"][i]?.runsPerSecond ?? Number.NaN),
+);
+const peakRssMiB = process.resourceUsage().maxRSS / 1024;
+if (process.argv.includes("--json")) {
+  console.log(
+    JSON.stringify({ sessions, rounds, results, ratios: chosen.length === 2 ? ratios : [], peakRssMiB }),
+  );
+  process.exit(0);
+}
 const show = (xs: number[], digits: number) =>
   `${median(xs).toFixed(digits)} [${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)}]`;
 console.log(
@@ -206,9 +198,6 @@ for (const [kind, rs] of Object.entries(results).filter(([, rs]) => rs.length > 
     )}`,
   );
 }
-const ratios = results.agentloop.map(
-  (r, i) => r.runsPerSecond / (results["hand-written loop"][i]?.runsPerSecond ?? Number.NaN),
-);
 if (chosen.length === 2)
   console.log(`agentloop runs/s over the hand-written loop's, per round: ${show(ratios, 2)}`);
-console.log(`peak RSS of this process: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB`);
+console.log(`peak RSS of this process: ${peakRssMiB.toFixed(0)} MiB`);

@@ -9,14 +9,21 @@ import {
 } from "../dist/testing/index.js";
 
 const n = Number(process.argv[2] ?? 100);
-const call = { name: "add", arguments: { a: 1, b: 2 } };
+// Turn i asks for add({a: i, b: 2}): arguments vary as a real model's do (no repetition guard trips).
+// Tool call ids are per turn: the servers' defaults count requests, so the runs would differ.
+const call = (turn: number) => ({ id: `call_${turn}`, name: "add", arguments: { a: turn, b: 2 } });
 type Body = { messages?: { role: string; content: unknown }[]; input?: { type?: string }[] };
 
-const answer = (results: number) => (results < n ? { toolCalls: [call] } : { text: "done" });
+const answer = (results: number) => (results < n ? { toolCalls: [call(results)] } : { text: "done" });
 const answerAnthropic = (results: number) =>
-  results < n ? { toolCalls: [{ name: call.name, input: call.arguments }] } : { text: "done" };
-// The servers record every request; a long benchmark would only grow this process.
-const forget = (requests: unknown[]) => requests.splice(0);
+  results < n
+    ? { toolCalls: [{ id: `toolu_${results}`, name: "add", input: call(results).arguments }] }
+    : { text: "done" };
+// The servers record every request; a long benchmark would only grow this process. The slot stays
+// (ids such as `chatcmpl-fake-<index>` count requests, and LangGraph merges messages by id).
+const forget = (requests: unknown[]) => {
+  requests[requests.length - 1] = null;
+};
 
 const chat = await startFakeOpenAIServer({
   respond: (request) => {

@@ -1,13 +1,15 @@
 // http-perf: the model adapters' cost per request, end to end over HTTP, against hand-written
 // loops on the same official clients. `node bench/http-perf.ts [--n 100] [--rounds 10]
-// [--only chat,anthropic,responses]`. The fake upstream runs in a child process
+// [--only chat,anthropic,responses] [--json]`. The fake upstream runs in a child process
 // (bench/http-perf-upstream.ts), so its CPU is not counted in the "CPU" columns.
 //
 // Per protocol, interleaved in one process, each round running every variant once (rotated order):
 // - floor: a hand-written loop on the official client (`create({ stream: true })`, reading the
-//   chunks, assembling the tool calls, running the tool), the same request bytes as agentloop's;
+//   chunks, assembling the tool calls, validating the arguments with zod, awaiting the tool),
+//   the same request bytes as agentloop's;
 // - adapter: the same loop driving `model.stream()` of agentloop's adapter (the adapter alone);
-// - agent: `new Agent({ model }).run()` (the adapter plus the whole loop);
+// - agent: `new Agent({ model }).run()` (the adapter plus the whole loop, with its defaults:
+//   guards, timeouts, pruning; only `maxIterations` raised to N + 1);
 // each with this worktree's dist/ ("new") and, when present, a copy of the dist/ before this
 // part's changes in node_modules/.agentloop-before/ ("old").
 // Reported: µs per iteration, wall and this process's CPU, median (min-max) over the rounds.
@@ -27,6 +29,8 @@ const { values } = parseArgs({
     only: { type: "string", default: "chat,anthropic,responses" },
     /** Only the variants whose name matches (e.g. "adapter new", for a profile). */
     match: { type: "string", default: "" },
+    /** One JSON line of the samples instead of the table (bench/run.ts reads it). */
+    json: { type: "boolean", default: false },
   },
 });
 const N = Number(values.n);
@@ -72,7 +76,12 @@ const libs = Object.fromEntries(
 );
 
 const addParameters = z.object({ a: z.number(), b: z.number() });
-const add = ({ a, b }: { a: number; b: number }) => String(a + b);
+const add = async ({ a, b }: { a: number; b: number }) => String(a + b);
+/** What a careful hand-written loop does with a call's arguments: parse, validate with zod, await the tool. */
+async function runTool(json: string): Promise<string> {
+  const checked = addParameters.safeParse(JSON.parse(json));
+  return checked.success ? add(checked.data) : checked.error.message;
+}
 /** What agentloop sends for this agent (no system prompt, this tool), for the floors to send alike. */
 const spec = {
   system: "",
@@ -102,7 +111,6 @@ function agentRunner(lib: Any, model: Any): Loop {
         }),
       ],
       maxIterations: N + 1,
-      repetitionThreshold: 1e9,
     }).run("go");
 }
 
@@ -119,7 +127,7 @@ function adapterRunner(model: Any): Loop {
       if (reply.toolCalls.length === 0) return reply.content;
       messages.push({ role: "assistant", content: reply.content, toolCalls: reply.toolCalls });
       for (const call of reply.toolCalls) {
-        const content = add(JSON.parse(call.arguments));
+        const content = await runTool(call.arguments);
         messages.push({ role: "tool", toolCallId: call.id, name: call.name, content, isError: false });
       }
     }
@@ -164,7 +172,7 @@ function chatFloor(client: Any): Loop {
         })),
       });
       for (const c of calls)
-        messages.push({ role: "tool", tool_call_id: c.id, content: add(JSON.parse(c.arguments)) });
+        messages.push({ role: "tool", tool_call_id: c.id, content: await runTool(c.arguments) });
     }
   };
 }
@@ -203,14 +211,10 @@ function anthropicFloor(client: Any): Loop {
       for (const u of uses)
         content.push({ type: "tool_use", id: u.id, name: u.name, input: JSON.parse(u.json || "{}") });
       messages.push({ role: "assistant", content });
-      messages.push({
-        role: "user",
-        content: uses.map((u) => ({
-          type: "tool_result",
-          tool_use_id: u.id,
-          content: add(JSON.parse(u.json)),
-        })),
-      });
+      const results: Any[] = [];
+      for (const u of uses)
+        results.push({ type: "tool_result", tool_use_id: u.id, content: await runTool(u.json) });
+      messages.push({ role: "user", content: results });
     }
   };
 }
@@ -239,11 +243,7 @@ function responsesFloor(client: Any): Loop {
       for (const c of calls)
         input.push({ type: "function_call", call_id: c.call_id, name: c.name, arguments: c.arguments });
       for (const c of calls)
-        input.push({
-          type: "function_call_output",
-          call_id: c.call_id,
-          output: add(JSON.parse(c.arguments)),
-        });
+        input.push({ type: "function_call_output", call_id: c.call_id, output: await runTool(c.arguments) });
     }
   };
 }
@@ -340,6 +340,10 @@ const median = (xs: number[]) => {
   const m = s.length >> 1;
   return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
 };
+if (values.json) {
+  console.log(JSON.stringify({ n: N, rounds: ROUNDS, samples }));
+  process.exit(0);
+}
 const fmt = (xs: number[], digits = 0, unit = "") =>
   xs.length === 0
     ? ""

@@ -1,19 +1,20 @@
-// The in-process loop against a fair hand-written floor (issue 16, "close the distance"):
-// the SAME fake model (an async-generator `stream()` yielding the same ModelEvents), the
-// arguments JSON.parsed and validated with the same zod schema, a message history kept;
-// nothing else. agentloop runs with its defaults (guards, 60 s tool timeout, pruning).
+// The in-process loop against the hand-written floor, for profiling (`npm run bench` measures the
+// same pair in bench/overhead.ts): the workload, its fake model and the floor of bench/workload.ts
+// (the same model for both, the arguments validated with the same zod schema, the same async
+// tool). agentloop runs with its defaults (guards, 60 s tool timeout, pruning).
 // Runners are interleaved in one process (order alternating by round); each sample starts
 // after a gc and counts CPU time (µs of user + system time per iteration); the report gives
 // the median and min-max, and the median (min-max) of the per-round ratios to the floor.
 //
 //   node --expose-gc bench/loop-profile.ts [--rounds 15] [--sizes 100,1000,10000]
-//        [--before <dist of the old code>] [--args varied|same]
+//        [--before <dist of the old code>]
 //   node --cpu-prof bench/loop-profile.ts --only agentloop --mode plain --sizes 1000 --rounds 40
-//   node bench/loop-profile.ts --summarise <file.cpuprofile>   (self time by function)
+//   node bench/loop-profile.ts --summarise <file.cpuprofile> [--skip-startup]   (self time by function)
 //   node bench/loop-profile.ts --alloc --only agentloop --mode plain --sizes 1000   (bytes allocated per iteration, by site)
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { z } from "zod";
+import { type CpuProfile, selfTimes } from "./profile.ts";
+import { add, type FakeModel, fakeModel, floor, schema } from "./workload.ts";
 
 const { values: flags } = parseArgs({
   options: {
@@ -22,135 +23,19 @@ const { values: flags } = parseArgs({
     before: { type: "string" },
     only: { type: "string" },
     mode: { type: "string" },
-    args: { type: "string", default: "varied" },
     summarise: { type: "string" },
+    "skip-startup": { type: "boolean", default: false },
     alloc: { type: "boolean", default: false },
   },
 });
 
 if (flags.summarise) {
-  summarise(flags.summarise);
+  const profile = JSON.parse(readFileSync(flags.summarise, "utf8")) as CpuProfile;
+  process.stdout.write(`${selfTimes(profile, 45, { skipStartup: flags["skip-startup"] })}\n`);
   process.exit(0);
 }
 
-interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-}
-interface Call {
-  id: string;
-  name: string;
-  arguments: string;
-}
-interface Reply {
-  content: string;
-  toolCalls: Call[];
-  finishReason: string;
-  usage: Usage;
-}
-type ModelEvent = { type: "text_delta"; text: string } | { type: "done"; message: Reply };
-interface FakeModel {
-  id: string;
-  reset(): void;
-  stream(request: unknown, options?: unknown): AsyncGenerator<ModelEvent>;
-}
-
-/** The one fake model both sides use: N turns of add(...), then "done"; streaming adds a delta per turn. */
-function fakeModel(n: number, streaming: boolean, varied: boolean): FakeModel {
-  let calls = 0;
-  const usage = { inputTokens: 1, outputTokens: 1 };
-  return {
-    id: "fake",
-    reset: () => {
-      calls = 0;
-    },
-    async *stream() {
-      const turn = calls++;
-      if (streaming) yield { type: "text_delta", text: "ok" };
-      const args = varied ? `{"a":${turn},"b":2}` : '{"a":1,"b":2}';
-      yield turn < n
-        ? {
-            type: "done",
-            message: {
-              content: "",
-              toolCalls: [{ id: `c${turn}`, name: "add", arguments: args }],
-              finishReason: "tool_calls",
-              usage,
-            },
-          }
-        : { type: "done", message: { content: "done", toolCalls: [], finishReason: "stop", usage } };
-    },
-  };
-}
-
-const schema = z.object({ a: z.number(), b: z.number() });
 type Runner = () => Promise<unknown>;
-type Message =
-  | { role: "user"; content: string }
-  | { role: "assistant"; content: string; toolCalls?: Call[] }
-  | { role: "tool"; toolCallId: string; name: string; content: string; isError: boolean };
-type FloorEvent =
-  | { type: "message_delta"; text: string }
-  | { type: "tool_result"; id: string; content: string; isError: boolean };
-
-/** The fair floor: the model's stream consumed, arguments parsed and validated, history kept. */
-function floor(model: FakeModel, streaming: boolean): Runner {
-  const tools = new Map([["add", { schema, execute: ({ a, b }: z.infer<typeof schema>) => a + b }]]);
-  const request = { system: "", messages: [] as Message[], tools: [] };
-  // Streaming: the loop is an async generator of events; non-streaming: a plain async function.
-  async function* loop(): AsyncGenerator<FloorEvent, Message[]> {
-    const messages: Message[] = [{ role: "user", content: "go" }];
-    request.messages = messages;
-    for (;;) {
-      let reply: Reply | undefined;
-      for await (const event of model.stream(request)) {
-        if (event.type === "text_delta") yield { type: "message_delta", text: event.text };
-        else reply = event.message;
-      }
-      if (!reply) throw new Error("no reply");
-      const { content, toolCalls } = reply;
-      messages.push(
-        toolCalls.length ? { role: "assistant", content, toolCalls } : { role: "assistant", content },
-      );
-      if (toolCalls.length === 0) return messages;
-      for (const call of toolCalls) {
-        const { content, isError } = await callTool(call);
-        messages.push({ role: "tool", toolCallId: call.id, name: call.name, content, isError });
-        yield { type: "tool_result", id: call.id, content, isError };
-      }
-    }
-  }
-  async function callTool(call: Call): Promise<{ content: string; isError: boolean }> {
-    const tool = tools.get(call.name);
-    const checked = tool?.schema.safeParse(JSON.parse(call.arguments));
-    if (tool && checked?.success)
-      return { content: String(await tool.execute(checked.data)), isError: false };
-    return { content: checked?.error.message ?? `Unknown tool ${call.name}`, isError: true };
-  }
-  async function plain(): Promise<Message[]> {
-    const messages: Message[] = [{ role: "user", content: "go" }];
-    request.messages = messages;
-    for (;;) {
-      let reply: Reply | undefined;
-      for await (const event of model.stream(request)) if (event.type === "done") reply = event.message;
-      if (!reply) throw new Error("no reply");
-      const { content, toolCalls } = reply;
-      messages.push(
-        toolCalls.length ? { role: "assistant", content, toolCalls } : { role: "assistant", content },
-      );
-      if (toolCalls.length === 0) return messages;
-      for (const call of toolCalls) {
-        const { content, isError } = await callTool(call);
-        messages.push({ role: "tool", toolCallId: call.id, name: call.name, content, isError });
-      }
-    }
-  }
-  return async () => {
-    model.reset();
-    if (!streaming) return plain();
-    for await (const _event of loop());
-  };
-}
 
 interface AgentloopModule {
   Agent: new (
@@ -164,13 +49,13 @@ interface AgentloopModule {
 
 /** agentloop with its defaults: guards, timeouts and pruning on; only `maxIterations` is raised to N + 1. */
 function agentloop(lib: AgentloopModule, model: FakeModel, n: number, streaming: boolean): Runner {
-  const add = lib.defineTool({
+  const tool = lib.defineTool({
     name: "add",
     description: "Adds two numbers.",
     parameters: schema,
-    execute: ({ a, b }: z.infer<typeof schema>) => a + b,
+    execute: add,
   });
-  const agent = new lib.Agent({ model, tools: [add], maxIterations: n + 1 });
+  const agent = new lib.Agent({ model, tools: [tool], maxIterations: n + 1 });
   return async () => {
     model.reset();
     let result: { stopReason: string };
@@ -199,17 +84,15 @@ if (flags.before) libs["agentloop (before)"] = (await import(`${flags.before}/in
 const rounds = Number(flags.rounds);
 const sizes = (flags.sizes ?? "").split(",").map(Number);
 const modes = flags.mode ? [flags.mode] : ["plain", "streaming"];
-const varied = flags.args !== "same";
 
 for (const mode of modes) {
   const streaming = mode === "streaming";
   for (const n of sizes) {
     const runners: Record<string, Runner> = {};
-    if (!flags.only || flags.only === "floor")
-      runners.floor = floor(fakeModel(n, streaming, varied), streaming);
+    if (!flags.only || flags.only === "floor") runners.floor = floor(fakeModel(n, streaming), streaming);
     for (const [name, lib] of Object.entries(libs)) {
       if (!flags.only || flags.only === name)
-        runners[name] = agentloop(lib, fakeModel(n, streaming, varied), n, streaming);
+        runners[name] = agentloop(lib, fakeModel(n, streaming), n, streaming);
     }
     const names = Object.keys(runners);
     if (flags.alloc) {
@@ -288,33 +171,5 @@ async function allocations(name: string, run: Runner, n: number): Promise<void> 
   process.stdout.write(`${name}: ${(total / per).toFixed(0)} bytes allocated per iteration (sampled)\n`);
   for (const [key, bytes] of [...sites].sort((a, b) => b[1] - a[1]).slice(0, 25)) {
     process.stdout.write(`${(bytes / per).toFixed(0).padStart(7)}  ${key}\n`);
-  }
-}
-
-/** Self time by function from a `--cpu-prof` file, heaviest first. */
-function summarise(file: string): void {
-  interface Node {
-    id: number;
-    callFrame: { functionName: string; url: string; lineNumber: number };
-  }
-  const profile = JSON.parse(readFileSync(file, "utf8")) as {
-    nodes: Node[];
-    samples: number[];
-    timeDeltas: number[];
-  };
-  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
-  const self = new Map<string, number>();
-  let total = 0;
-  profile.samples.forEach((id, i) => {
-    const frame = byId.get(id)?.callFrame;
-    const dt = profile.timeDeltas[i] ?? 0;
-    total += dt;
-    if (!frame) return;
-    const where = frame.url.replace(/^.*\/(dist|node_modules)\//, "$1/");
-    const key = `${frame.functionName || "(anonymous)"} ${where}:${frame.lineNumber + 1}`;
-    self.set(key, (self.get(key) ?? 0) + dt);
-  });
-  for (const [key, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 45)) {
-    process.stdout.write(`${((us / total) * 100).toFixed(1).padStart(5)}%  ${key}\n`);
   }
 }

@@ -1,11 +1,18 @@
-// One workload, every framework: the model asks for add({a: 1, b: 2}) on each of N turns, then
-// answers "done"; the tool adds. Each runner returns the number of model calls it made.
+// One workload (bench/workload.ts), every framework. Each gets a lean hand-written fake model in
+// its own interface, doing what agentloop's fake does and no more (no recording of prompts, no
+// validation of its own): a plain `LanguageModelV4` object for the AI SDK, a plain `Model` for the
+// OpenAI Agents SDK, a `BaseChatModel` with `_generate` and `_streamResponseChunks` for LangGraph.
+// Streaming runs use each framework's streaming path end to end (the fake streams, the caller
+// consumes the framework's stream of events or tokens). Every framework runs the same async tool.
 
+import type { LanguageModelV4, LanguageModelV4StreamPart } from "@ai-sdk/provider";
 import { BaseChatModel } from "@langchain/core/language_models/chat_models";
-import { AIMessage } from "@langchain/core/messages";
+import { AIMessage, AIMessageChunk } from "@langchain/core/messages";
+import { ChatGenerationChunk } from "@langchain/core/outputs";
 import { tool as lcTool } from "@langchain/core/tools";
 import { createReactAgent } from "@langchain/langgraph/prebuilt";
 import {
+  type Model as AgentsModel,
   Agent as AgentsSdkAgent,
   run as agentsRun,
   tool as agentsTool,
@@ -13,78 +20,42 @@ import {
   Usage,
 } from "@openai/agents";
 import { tool as aiTool, generateText, isStepCount, streamText } from "ai";
-import { MockLanguageModelV4 } from "ai/test";
-import { z } from "zod";
 import { Agent, defineTool } from "../dist/index.js";
+import { add, argsOf, fakeModel, floor, schema } from "./workload.ts";
 
 /**
- * A framework set up once for N iterations (agent, tools and fake model built outside the timed
- * part); each call of the returned function is one run. A run resolves to the framework's own
- * result (kept alive by the heap measurement).
+ * A framework set up for N iterations (agent, tools and fake model built outside the timed part);
+ * each call of the returned function is one run, resolving to the framework's own result. `probe`
+ * is called as the model is asked for its last reply (bench/heap-one.ts measures the heap then).
  */
-export type Runner = (n: number, streaming: boolean) => () => Promise<unknown>;
+export type Runner = (n: number, streaming: boolean, probe?: () => void) => () => Promise<unknown>;
 
-const ARGS = '{"a":1,"b":2}';
 setTracingDisabled(true); // the Agents SDK would otherwise trace every run
 
-/** The floor: a hand-written async loop (await the model, parse the arguments, await the tool). */
-export const handWritten: Runner = (n) => {
-  const model = async (turn: number) =>
-    turn < n ? { toolCall: { id: `c${turn}`, name: "add", arguments: ARGS } } : { text: "done" };
-  const tools: Record<string, (args: { a: number; b: number }) => Promise<number>> = {
-    add: async ({ a, b }) => a + b,
-  };
-  return async () => {
-    const messages: { role: string; content: string; id?: string }[] = [{ role: "user", content: "go" }];
-    for (let turn = 0; ; turn++) {
-      const reply = await model(turn);
-      if (!reply.toolCall) return messages.push({ role: "assistant", content: reply.text ?? "" }) && messages;
-      const { id, name, arguments: args } = reply.toolCall;
-      messages.push({ role: "assistant", content: "", id });
-      messages.push({ role: "tool", content: String(await tools[name]?.(JSON.parse(args))), id });
-    }
-  };
-};
+/** Throws unless the run asked the model N + 1 times (N tool calls and the answer). */
+function counted(n: number, calls: () => number, framework: string): void {
+  if (calls() !== n + 1) throw new Error(`${framework} made ${calls()} model calls, not ${n + 1}`);
+}
 
-/** agentloop, with a zero-latency model behind its adapter interface. */
-export const agentloop: Runner = (n, streaming) => {
-  let calls = 0;
-  const usage = { inputTokens: 1, outputTokens: 1 };
-  const model = {
-    id: "fake",
-    async *stream() {
-      const turn = calls++;
-      if (streaming) yield { type: "text_delta" as const, text: "ok" };
-      yield turn < n
-        ? {
-            type: "done" as const,
-            message: {
-              content: "",
-              toolCalls: [{ id: `c${turn}`, name: "add", arguments: ARGS }],
-              finishReason: "tool_calls",
-              usage,
-            },
-          }
-        : { type: "done" as const, message: { content: "done", toolCalls: [], finishReason: "stop", usage } };
-    },
-  };
-  const add = defineTool({
-    name: "add",
-    description: "Adds two numbers.",
-    parameters: z.object({ a: z.number(), b: z.number() }),
-    execute: ({ a, b }) => a + b,
-  });
+/** The floor: a careful hand-written loop on agentloop's fake model (bench/workload.ts). */
+export const handWritten: Runner = (n, streaming, probe) => floor(fakeModel(n, streaming, probe), streaming);
+
+/** agentloop with its defaults (guards, tool timeout, pruning), `maxIterations` raised to N + 1. */
+export const agentloop: Runner = (n, streaming, probe) => {
+  const model = fakeModel(n, streaming, probe);
   const agent = new Agent({
     model,
-    tools: [add],
+    tools: [defineTool({ name: "add", description: "Adds two numbers.", parameters: schema, execute: add })],
     maxIterations: n + 1,
-    repetitionThreshold: Number.MAX_SAFE_INTEGER,
   });
   return async () => {
-    calls = 0;
-    const run = agent.stream("go");
-    for await (const _event of run);
-    const result = await run.result;
+    model.reset();
+    let result: Awaited<ReturnType<typeof agent.run>>;
+    if (streaming) {
+      const run = agent.stream("go");
+      for await (const _event of run);
+      result = await run.result;
+    } else result = await agent.run("go");
     if (result.stopReason !== "final_answer") throw new Error(`agentloop stopped with ${result.stopReason}`);
     return result;
   };
@@ -95,167 +66,193 @@ const aiUsage = {
   outputTokens: { total: 1, text: 1, reasoning: 0 },
 };
 
-/** The Vercel AI SDK: generateText / streamText with its mock model. */
-export const vercelAi: Runner = (n, streaming) => {
+/** The Vercel AI SDK: `generateText` / `streamText` on a plain `LanguageModelV4` object. */
+export const vercelAi: Runner = (n, streaming, probe) => {
   let calls = 0;
-  const part = () => {
-    const turn = calls++;
-    return turn < n
-      ? { type: "tool-call" as const, toolCallId: `c${turn}`, toolName: "add", input: ARGS }
-      : { type: "text" as const, text: "done" };
+  const turn = () => {
+    const t = calls++;
+    if (t === n) probe?.();
+    return t;
   };
-  const model = new MockLanguageModelV4({
-    doGenerate: async () => {
-      const content = part();
-      const finishReason = {
-        unified: content.type === "text" ? ("stop" as const) : ("tool-calls" as const),
-        raw: undefined,
-      };
-      return { content: [content], finishReason, usage: aiUsage, warnings: [] };
+  const finish = (t: number) => ({
+    unified: t < n ? ("tool-calls" as const) : ("stop" as const),
+    raw: undefined,
+  });
+  const call = (t: number) => ({
+    type: "tool-call" as const,
+    toolCallId: `c${t}`,
+    toolName: "add",
+    input: argsOf(t),
+  });
+  const model: LanguageModelV4 = {
+    specificationVersion: "v4",
+    provider: "bench",
+    modelId: "fake",
+    supportedUrls: {},
+    async doGenerate() {
+      const t = turn();
+      const content = t < n ? [call(t)] : [{ type: "text" as const, text: "done" }];
+      return { content, finishReason: finish(t), usage: aiUsage, warnings: [] };
     },
-    doStream: async () => {
-      const content = part();
-      const chunks =
-        content.type === "text"
-          ? [
-              { type: "text-start" as const, id: "t" },
-              { type: "text-delta" as const, id: "t", delta: "done" },
-              { type: "text-end" as const, id: "t" },
-            ]
-          : [content];
-      const finishReason = {
-        unified: content.type === "text" ? ("stop" as const) : ("tool-calls" as const),
-        raw: undefined,
-      };
-      const stream = new ReadableStream({
+    async doStream() {
+      const t = turn();
+      const parts: LanguageModelV4StreamPart[] = [
+        { type: "text-start", id: "t" },
+        { type: "text-delta", id: "t", delta: t < n ? "ok" : "done" },
+        { type: "text-end", id: "t" },
+      ];
+      if (t < n) parts.push(call(t));
+      parts.push({ type: "finish", finishReason: finish(t), usage: aiUsage });
+      const stream = new ReadableStream<LanguageModelV4StreamPart>({
         start(controller) {
-          for (const chunk of chunks) controller.enqueue(chunk);
-          controller.enqueue({ type: "finish", finishReason, usage: aiUsage });
+          for (const part of parts) controller.enqueue(part);
           controller.close();
         },
       });
       return { stream };
     },
-  });
+  };
   const tools = {
-    add: aiTool({
-      description: "Adds two numbers.",
-      inputSchema: z.object({ a: z.number(), b: z.number() }),
-      execute: async ({ a, b }) => a + b,
-    }),
+    add: aiTool({ description: "Adds two numbers.", inputSchema: schema, execute: add }),
   };
   return async () => {
     calls = 0;
-    if (!streaming) return generateText({ model, tools, stopWhen: isStepCount(n + 1), prompt: "go" });
-    const result = streamText({ model, tools, stopWhen: isStepCount(n + 1), prompt: "go" });
-    for await (const _ of result.fullStream) {
-      // consume
+    const stopWhen = isStepCount(n + 1);
+    if (!streaming) {
+      const result = await generateText({ model, tools, stopWhen, prompt: "go" });
+      counted(n, () => calls, "the AI SDK");
+      return result;
     }
+    const result = streamText({ model, tools, stopWhen, prompt: "go" });
+    for await (const _part of result.fullStream);
+    counted(n, () => calls, "the AI SDK");
     return result.steps;
   };
 };
 
-/** The OpenAI Agents SDK with a fake `Model`. */
-export const openaiAgents: Runner = (n, streaming) => {
+/** The OpenAI Agents SDK: `run` on a plain `Model`. */
+export const openaiAgents: Runner = (n, streaming, probe) => {
   let calls = 0;
-  const response = () => {
-    const turn = calls++;
-    const output =
-      turn < n
-        ? [
-            {
-              type: "function_call" as const,
-              callId: `c${turn}`,
-              name: "add",
-              arguments: ARGS,
-              status: "completed" as const,
-            },
-          ]
-        : [
-            {
-              type: "message" as const,
-              role: "assistant" as const,
-              status: "completed" as const,
-              content: [{ type: "output_text" as const, text: "done" }],
-            },
-          ];
-    return { id: `r${turn}`, output };
+  const output = (t: number, text: string) => {
+    const message = {
+      type: "message" as const,
+      role: "assistant" as const,
+      status: "completed" as const,
+      content: [{ type: "output_text" as const, text }],
+    };
+    const call = {
+      type: "function_call" as const,
+      callId: `c${t}`,
+      name: "add",
+      arguments: argsOf(t),
+      status: "completed" as const,
+    };
+    if (t >= n) return [message];
+    return text ? [message, call] : [call];
   };
-  const model = {
+  const turn = () => {
+    const t = calls++;
+    if (t === n) probe?.();
+    return t;
+  };
+  const model: AgentsModel = {
     async getResponse() {
-      const { output } = response();
-      return { usage: new Usage(), output };
+      const t = turn();
+      return { usage: new Usage(), output: output(t, t < n ? "" : "done"), responseId: `r${t}` };
     },
     async *getStreamedResponse() {
-      const { id, output } = response();
+      const t = turn();
+      const text = t < n ? "ok" : "done";
+      yield { type: "output_text_delta", delta: text };
       yield {
-        type: "response_done" as const,
-        response: { id, usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 }, output },
+        type: "response_done",
+        response: {
+          id: `r${t}`,
+          usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 },
+          output: output(t, text),
+        },
       };
     },
   };
-  const add = agentsTool({
-    name: "add",
-    description: "Adds two numbers.",
-    parameters: z.object({ a: z.number(), b: z.number() }),
-    execute: async ({ a, b }) => a + b,
-  });
   const agent = new AgentsSdkAgent({
     name: "bench",
     instructions: "Add.",
-    tools: [add],
-    // biome-ignore lint/suspicious/noExplicitAny: the fake implements the Model interface structurally
-    model: model as any,
+    tools: [agentsTool({ name: "add", description: "Adds two numbers.", parameters: schema, execute: add })],
+    model,
   });
   return async () => {
     calls = 0;
-    if (!streaming) return agentsRun(agent, "go", { maxTurns: n + 2 });
-    const result = await agentsRun(agent, "go", { maxTurns: n + 2, stream: true });
-    for await (const _ of result) {
-      // consume
+    if (!streaming) {
+      const result = await agentsRun(agent, "go", { maxTurns: n + 2 });
+      counted(n, () => calls, "the Agents SDK");
+      return result;
     }
+    const result = await agentsRun(agent, "go", { maxTurns: n + 2, stream: true });
+    for await (const _event of result);
     await result.completed;
+    counted(n, () => calls, "the Agents SDK");
     return result;
   };
 };
 
-/** LangGraph's prebuilt ReAct agent with a minimal fake chat model. */
-export const langGraph: Runner = (n, streaming) => {
+/** LangGraph's prebuilt ReAct agent: `invoke`, or `stream` with `streamMode: "messages"` (tokens). */
+export const langGraph: Runner = (n, streaming, probe) => {
   let calls = 0;
+  const turn = () => {
+    const t = calls++;
+    if (t === n) probe?.();
+    return t;
+  };
   class FakeToolModel extends BaseChatModel {
     _llmType() {
       return "fake";
     }
-    bindTools() {
+    override bindTools() {
       return this;
     }
     async _generate() {
-      const turn = calls++;
+      const t = turn();
       const message =
-        turn < n
+        t < n
           ? new AIMessage({
               content: "",
-              tool_calls: [{ id: `c${turn}`, name: "add", args: { a: 1, b: 2 }, type: "tool_call" }],
+              tool_calls: [{ id: `c${t}`, name: "add", args: JSON.parse(argsOf(t)), type: "tool_call" }],
             })
           : new AIMessage("done");
       return { generations: [{ text: "", message }] };
     }
+    override async *_streamResponseChunks() {
+      const t = turn();
+      const text = t < n ? "ok" : "done";
+      yield new ChatGenerationChunk({ text, message: new AIMessageChunk({ content: text }) });
+      if (t < n)
+        yield new ChatGenerationChunk({
+          text: "",
+          message: new AIMessageChunk({
+            content: "",
+            tool_call_chunks: [
+              { id: `c${t}`, name: "add", args: argsOf(t), index: 0, type: "tool_call_chunk" },
+            ],
+          }),
+        });
+    }
   }
-  const add = lcTool(async ({ a, b }: { a: number; b: number }) => String(a + b), {
-    name: "add",
-    description: "Adds two numbers.",
-    schema: z.object({ a: z.number(), b: z.number() }),
-  });
-  const agent = createReactAgent({ llm: new FakeToolModel({}), tools: [add] });
+  const tool = lcTool(add, { name: "add", description: "Adds two numbers.", schema });
+  const agent = createReactAgent({ llm: new FakeToolModel({}), tools: [tool] });
   const input = { messages: [{ role: "user", content: "go" }] };
   const config = { recursionLimit: 2 * n + 10 };
   return async () => {
     calls = 0;
-    if (!streaming) return agent.invoke(input, config);
+    if (!streaming) {
+      const result = await agent.invoke(input, config);
+      counted(n, () => calls, "LangGraph");
+      return result;
+    }
     const chunks: unknown[] = [];
-    for await (const chunk of await agent.stream(input, { ...config, streamMode: "values" }))
+    for await (const chunk of await agent.stream(input, { ...config, streamMode: "messages" }))
       chunks.push(chunk);
-    return chunks.at(-1);
+    counted(n, () => calls, "LangGraph");
+    return chunks;
   };
 };
 

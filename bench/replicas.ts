@@ -5,7 +5,7 @@
 //   npm run build && node bench/replicas.ts [seconds] [rounds]
 //
 // Separate processes: a throwaway PostgreSQL cluster with default settings (bench/postgres.ts), the
-// fake OpenAI server as the upstream model (bench/upstream.ts), four replicas (`agentloop serve
+// fake OpenAI server as the upstream model answering after 50 ms (bench/upstream.ts), four replicas (`agentloop serve
 // --port 0` with AGENTLOOP_DB=postgres://...) per database, and the load generator (bench/load.ts: autocannon,
 // CONNECTIONS keep-alive connections round-robin over the replicas under test, since there is no
 // load balancer). One run: a non-streaming chat completion whose model calls `calculator` once and
@@ -17,13 +17,15 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { cpuSeconds, machineBusySeconds } from "./cpu.ts";
 import { type BenchPostgres, postgresMissing, startBenchPostgres } from "./postgres.ts";
+import { type Load, load, startUpstream } from "./processes.ts";
 
-const CONNECTIONS = 16;
+const CONNECTIONS = 64;
+/** The upstream model's time per answer: a run waits for two of them. */
+const LATENCY_MS = 50;
 const COUNTS = [1, 2, 4];
 /** The databases the replicas share: PostgreSQL's defaults, and without waiting for WAL flushes. */
 const DATABASES: [string, Record<string, string>][] = [
@@ -31,7 +33,6 @@ const DATABASES: [string, Record<string, string>][] = [
   ["synchronous_commit=off", { synchronous_commit: "off" }],
 ];
 const BIN = fileURLToPath(new URL("../dist/cli/bin.js", import.meta.url));
-const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 
 interface Replica {
   child: ChildProcess;
@@ -57,36 +58,6 @@ async function startReplica(dir: string, index: number, env: Record<string, stri
   throw new Error(`agentloop serve did not start: ${readFileSync(log, "utf8").trim()}`);
 }
 
-async function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [here("./upstream.ts")], { stdio: ["ignore", "pipe", "inherit"] });
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  for await (const line of lines) return { child, url: line.trim() };
-  throw new Error("the upstream fake server did not start");
-}
-
-interface Load {
-  ok: number;
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-  seconds: number;
-  p50: number;
-  p99: number;
-  cpuSeconds: number;
-}
-
-/** Runs the load generator; `onStart` is called as its load starts. */
-function load(seconds: number, urls: string[], onStart: () => void = () => {}): Promise<Load> {
-  const child = spawn(process.execPath, [here("./load.ts"), String(seconds), String(CONNECTIONS), ...urls], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const lines = createInterface({ input: child.stdout });
-  return new Promise((resolve, reject) => {
-    lines.on("line", (line) => (line === "started" ? onStart() : resolve(JSON.parse(line) as Load)));
-    child.once("close", (code) => reject(new Error(`bench/load.ts exited with ${code}`)));
-  });
-}
-
 interface Measurement extends Load {
   /** CPU seconds during the measurement. */
   cpu: { replicas: number; postgres: number; upstream: number; machine: number };
@@ -109,9 +80,12 @@ async function measure(targets: Replica[], seconds: number, all: Processes): Pro
   let before = cpu();
   const result = await load(
     seconds,
+    CONNECTIONS,
     targets.map((r) => r.url),
-    () => {
-      before = cpu();
+    {
+      onStart: () => {
+        before = cpu();
+      },
     },
   );
   const after = cpu();
@@ -246,7 +220,7 @@ export async function replicaScaling(seconds: number, rounds: number): Promise<s
   let upstream: ChildProcess | undefined;
   const replicas: Replica[] = [];
   try {
-    const started = await startUpstream();
+    const started = await startUpstream(LATENCY_MS);
     upstream = started.child;
     const env = { OPENAI_BASE_URL: started.url, OPENAI_API_KEY: "sk-bench" };
     replicas.push(await startReplica(dir, 0, env));
@@ -266,6 +240,7 @@ export async function replicaScaling(seconds: number, rounds: number): Promise<s
     process.stderr.write("replicas: warm-up\n");
     await load(
       Math.max(1, Math.floor(seconds / 2)),
+      CONNECTIONS,
       replicas.map((r) => r.url),
     );
     await settle();
@@ -292,7 +267,8 @@ export async function replicaScaling(seconds: number, rounds: number): Promise<s
 
 Every process on ${os.cpus().length} cores, shared with other work (load average ${loadAverage.toFixed(1)} when the
 measurements started). ${CONNECTIONS} keep-alive connections, ${seconds} s per measurement, median of ${rounds} round${rounds === 1 ? "" : "s"} (range in brackets).
-One request = one run: a non-streaming chat completion with two upstream calls and one \`calculator\`
+One request = one run: a non-streaming chat completion with two upstream calls (the fake upstream, in its
+own process, answers each after ${LATENCY_MS} ms) and one \`calculator\`
 call, stored on PostgreSQL except in the "no store" row. ${failed} requests failed; the
 ${answered.toLocaleString("en")} answered on PostgreSQL left ${finished.toLocaleString("en")} runs stored with \`final_answer\`${finished >= answered ? " (none lost; the few more are runs that ended\njust as a measurement ended, after the load generator stopped counting)" : " (FEWER than answered: runs were lost)"} and ${aborted} with \`aborted\` (cut as the
 load generator closed its connections at the end of each measurement).

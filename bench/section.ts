@@ -3,9 +3,11 @@
 /** One row of BENCHMARKS.md's "Targets" table: the target as the issue states it, and what was measured. */
 export interface TargetResult {
   target: string;
-  /** The measured figures, e.g. "2.1x (1.8-2.6) at N = 1,000". */
+  /** The measured figures, e.g. "2.1x [1.8-2.6] at N = 1,000". */
   result: string;
   met: boolean;
+  /** Names the profile and the closing note bench/missed.ts adds when the target is missed. */
+  key?: string;
 }
 
 /** A section of BENCHMARKS.md: markdown starting with a `### ` heading, and the targets it checks. */
@@ -14,19 +16,18 @@ export interface Section {
   targets: TargetResult[];
 }
 
-/** Median and range of a sample, formatted "median (min-max)". */
-export function medianRange(values: number[], digits = 2): string {
-  const sorted = [...values].sort((a, b) => a - b);
-  const median =
-    sorted.length % 2
-      ? sorted[(sorted.length - 1) / 2]
-      : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
-  return `${median.toFixed(digits)} (${sorted[0].toFixed(digits)}-${sorted[sorted.length - 1].toFixed(digits)})`;
-}
-
 /** The median of a sample. */
-export function median(values: number[]): number {
+export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  return sorted.length % 2
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+/** Median and range of a sample, formatted "median [min-max]" with `unit` after each figure. */
+export function medianRange(values: readonly number[], digits = 2, unit = ""): string {
+  if (values.length === 0) return "-";
+  const f = (v: number) => `${v.toFixed(digits)}${unit}`;
+  return `${f(median(values))} [${f(Math.min(...values))}-${f(Math.max(...values))}]`;
 }

@@ -67,7 +67,19 @@ async function measure(store: SessionStore, checkpoints: number): Promise<Latenc
 }
 
 /** The checkpoint latency and stored runs sections, PostgreSQL included when its server is installed. */
-export async function storeBenchmarks(checkpoints: number, runs: number, roundMs: number): Promise<string[]> {
+export interface StoreResults {
+  sections: string[];
+  /** Median checkpoint latency (µs) by store. */
+  checkpointMedians: Record<string, number>;
+  /** CPU µs per iteration of a stored run (this process, and the store's server), by store. */
+  cpuPerIteration: Record<string, { own: number; server?: number }>;
+}
+
+export async function storeBenchmarks(
+  checkpoints: number,
+  runs: number,
+  roundMs: number,
+): Promise<StoreResults> {
   const dir = mkdtempSync(join(tmpdir(), "agentloop-bench-store-"));
   let pg: BenchPostgres | undefined;
   const opened: SessionStore[] = [];
@@ -116,7 +128,12 @@ export async function storeBenchmarks(checkpoints: number, runs: number, roundMs
         },
       );
     }
-    return [checkpointTable(rows, loadAverage), await storedRuns(variants, runs, roundMs)];
+    const stored = await storedRuns(variants, runs, roundMs);
+    return {
+      sections: [checkpointTable(rows, loadAverage), stored.markdown],
+      checkpointMedians: Object.fromEntries(rows.map(([name, , latency]) => [name, latency.median])),
+      cpuPerIteration: stored.cpuPerIteration,
+    };
   } finally {
     for (const store of opened) await store.close().catch(() => undefined);
     await pg?.stop();
@@ -167,7 +184,7 @@ work (load average ${loadAverage.toFixed(1)} when this section started), which i
 
 if (process.argv[1] === fileURLToPath(import.meta.url))
   console.log(
-    (await storeBenchmarks(Number(process.argv[2] ?? 2000), Number(process.argv[3] ?? 600), 1000)).join(
-      "\n\n",
-    ),
+    (
+      await storeBenchmarks(Number(process.argv[2] ?? 2000), Number(process.argv[3] ?? 600), 1000)
+    ).sections.join("\n\n"),
   );

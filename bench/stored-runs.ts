@@ -106,7 +106,11 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
  * The table of stored runs per second: per variant and concurrency at least `runs` runs, split over
  * the rounds, each round at least `roundMs`.
  */
-export async function storedRuns(variants: Variant[], runs: number, roundMs: number): Promise<string> {
+export async function storedRuns(
+  variants: Variant[],
+  runs: number,
+  roundMs: number,
+): Promise<{ markdown: string; cpuPerIteration: Record<string, { own: number; server?: number }> }> {
   const perRound = Math.max(CONCURRENT, Math.floor(runs / ROUNDS));
   for (const variant of variants) await round(variant, CONCURRENT * 2, CONCURRENT, roundMs); // warm-up (JIT)
   const results = new Map<string, { one: Round[]; many: Round[] }>(
@@ -126,6 +130,7 @@ export async function storedRuns(variants: Variant[], runs: number, roundMs: num
   const none = results.get(variants[0]?.name ?? "");
   const baseOne = median(none?.one.map((r) => r.runsPerSecond) ?? []);
   const baseMany = median(none?.many.map((r) => r.runsPerSecond) ?? []);
+  const cpuPerIteration: Record<string, { own: number; server?: number }> = {};
   const rows = variants.map((variant) => {
     const { one, many } = results.get(variant.name) as { one: Round[]; many: Round[] };
     const oneRps = median(one.map((r) => r.runsPerSecond));
@@ -133,9 +138,10 @@ export async function storedRuns(variants: Variant[], runs: number, roundMs: num
     const addedMs = ((1 / oneRps - 1 / baseOne) * 1000) / ITERATIONS;
     const cpu = median(many.map((r) => r.cpu)) / ITERATIONS;
     const server = variant.serverCpu ? median(many.map((r) => r.serverCpu)) / ITERATIONS : undefined;
+    cpuPerIteration[variant.name] = { own: cpu, ...(server !== undefined && { server }) };
     return `| ${variant.name} | ${oneRps.toFixed(0)} | ${variant.store ? addedMs.toFixed(2) : "-"} | ${manyRps.toFixed(0)} | ${percent(manyRps / baseMany)} | ${cpu.toFixed(0)}${server === undefined ? "" : ` + ${server.toFixed(0)}`} |`;
   });
-  return `### Stored runs per second (bench/stored-runs.ts; ${ITERATIONS} iterations a run; per cell at least ${perRound * ROUNDS} runs in ${ROUNDS} rounds of at least ${roundMs} ms, the median round)
+  const markdown = `### Stored runs per second (bench/stored-runs.ts; ${ITERATIONS} iterations a run; per cell at least ${perRound * ROUNDS} runs in ${ROUNDS} rounds of at least ${roundMs} ms, the median round)
 
 Each run: a scripted model calls a tool in ${ITERATIONS - 1} iterations and answers in the last, through
 \`Agent\` and, with a store, \`Session.open\` / \`checkpoint\` / \`release\` on a new session (about
@@ -157,4 +163,5 @@ synchronous_commit on, each commit's wait for the WAL flush; runs done at once o
 share flushes.`
       : ""
   }`;
+  return { markdown, cpuPerIteration };
 }

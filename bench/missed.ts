@@ -1,0 +1,167 @@
+// For every missed target of BENCHMARKS.md: a profile taken now, on this machine, and what would
+// close the distance. The profiles: CPU self time by function (`node --cpu-prof`, summarised by
+// bench/loop-profile.ts --summarise) or, for the per-session heap, a heap snapshot diff by type
+// (bench/concurrency-sessions.ts --snapshot).
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { RUNNERS } from "./peers.ts";
+import { child } from "./processes.ts";
+import { type CpuProfile, profileWhile, selfTimes } from "./profile.ts";
+import type { TargetResult } from "./section.ts";
+
+const script = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+const BIN = fileURLToPath(new URL("../dist/cli/bin.js", import.meta.url));
+
+/** Self time by function of one `node --cpu-prof` run of `args` (its start-up left out), the `top` heaviest. */
+function cpuProfile(args: string[], top: number): string {
+  const dir = mkdtempSync(join(tmpdir(), "agentloop-bench-prof-"));
+  try {
+    child(["--cpu-prof", `--cpu-prof-dir=${dir}`, ...args]);
+    const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile"));
+    if (!file) return "(no profile written)";
+    return selfTimes(JSON.parse(readFileSync(join(dir, file), "utf8")) as CpuProfile, top, {
+      skipStartup: true,
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Self time by function of agentloop's runs of the in-process workload at N = 1,000, profiled in this process. */
+async function inProcessProfile(streaming: boolean, quick: boolean): Promise<string> {
+  const run = RUNNERS.agentloop?.(1_000, streaming);
+  if (!run) return "(no runner)";
+  for (let i = 0; i < 5; i++) await run(); // warm-up
+  const until = performance.now() + (quick ? 500 : 3_000);
+  const profile = await profileWhile(async () => {
+    while (performance.now() < until) await run();
+  });
+  return selfTimes(profile, 18);
+}
+
+interface Note {
+  /** How to take the profile; undefined: none. */
+  profile?: (quick: boolean) => string | Promise<string>;
+  /** What the profile shows and what would close the distance. */
+  why: string;
+}
+
+const NOTES: Record<string, Note> = {
+  "in-process non-streaming": {
+    profile: (quick) => inProcessProfile(false, quick),
+    why: `Per iteration the loop does far more than the floor (the causes as the issue lists them; the
+profile shows their weight): events pass through nested async generators (four per iteration where
+the floor has two), every tool call arms an AbortController, a 60 s timer and abort listeners for its
+timeout, six timestamps are taken, the repetition guard rebuilds a signature string, and each event is
+an object allocated whether or not anyone listens; the garbage collector's share is mostly theirs.
+Closing it: one generator layer per iteration (the model's events yielded straight through), one timer
+per iteration shared by its tool calls (or none for a tool that settles at once), timestamps only where
+a result field needs them, the repetition signature kept incrementally, and no event objects when the
+run is not streamed.`,
+  },
+  "in-process streaming": {
+    profile: (quick) => inProcessProfile(true, quick),
+    why: `As for non-streaming, plus one more generator hop per text delta on its way to the caller;
+the same changes close it.`,
+  },
+  http: {
+    profile: (quick) =>
+      cpuProfile(
+        [
+          script("./http-perf.ts"),
+          "--only",
+          "chat",
+          "--match",
+          "chat agent new",
+          "--n",
+          "100",
+          "--rounds",
+          quick ? "2" : "10",
+        ],
+        18,
+      ),
+    why: `Per request the adapter (as the issue lists it) re-maps the whole history to the wire format,
+most of it unchanged since the last request (cache each message's wire form), uses \`.withResponse()\`
+(an extra promise and header copy per call), arms an idle timer and adds an async-generator layer per
+SSE chunk, and aborts its own AbortController at the end of every request (a DOMException each time);
+the loop's own cost per iteration (the in-process rows) comes on top. Dropping those, and the loop work
+above, closes it.`,
+  },
+  "concurrency throughput": {
+    profile: (quick) =>
+      cpuProfile(
+        [
+          "--expose-gc",
+          script("./concurrency-sessions.ts"),
+          quick ? "1000" : "10000",
+          quick ? "1" : "2",
+          "--only",
+          "agentloop",
+          "--json",
+        ],
+        18,
+      ),
+    why: `With 10,000 runs parked on a 50 ms model, the runs per second are the loop's CPU per run
+(start-up of a run: its state, prompt, tool specs, first context fit; then per iteration as above)
+plus the garbage collection of what every parked run holds (the heap row): the same per-iteration work
+and a smaller run state close it.`,
+  },
+  "concurrency heap": {
+    profile: () =>
+      child([
+        "--expose-gc",
+        script("./concurrency-sessions.ts"),
+        "1000",
+        "1",
+        "--snapshot",
+        "--only",
+        "agentloop",
+      ])
+        .trim()
+        .split("\n")
+        .filter((line) => /^\s*-?\d+ B/.test(line))
+        .slice(0, 18)
+        .join("\n"),
+    why: `A parked run holds its state object, its messages, the closures and promises of the nested
+generators it is suspended in, the timers and AbortControllers of the model call, and its event
+objects (the snapshot diff above, by type). Fewer generator frames, no per-call controller until a
+call needs one, and lazily created optional state bring it under 3 KB.`,
+  },
+  "cold help": {
+    profile: () => cpuProfile([BIN, "--help"], 12),
+    why: `\`--help\` already loads only commander and the CLI's entry module (commands import their
+implementation when they run, and Node's compile cache is on); what remains above \`node -e 0\` is
+loading and compiling those modules and commander building the help text (the profile). Bundling the
+CLI entry and commander into one file, or a hand-written \`--help\` that prints a static text before
+loading commander, would close it.`,
+  },
+  "cold first request": {
+    why: `Before its first request \`agentloop run\` loads the CLI, reads the config, builds the agent
+(built-in tools, the provider adapter and the official client SDK's module graph) and the request;
+the floor is a bare \`fetch\`. Loading the adapter and client while the config is read, and keeping
+the client's module graph small on this path, would close the gap.`,
+  },
+};
+
+/** The closing notes of every missed target that has one, with its profile. */
+export async function missedNotes(targets: TargetResult[], quick: boolean): Promise<string> {
+  const missed = targets.filter((t) => !t.met && t.key && NOTES[t.key]);
+  if (missed.length === 0) return "Every target above is met.";
+  const parts: string[] = [];
+  for (const t of missed) {
+    const note = NOTES[t.key as string] as Note;
+    let profile = "";
+    if (note.profile) {
+      try {
+        profile = `\n\n\`\`\`\n${await note.profile(quick)}\n\`\`\``;
+      } catch (error) {
+        profile = `\n\n(profile failed: ${(error as Error).message.split("\n")[0]})`;
+      }
+    }
+    parts.push(`### Missed: ${t.target}\n\nMeasured ${t.result}.${profile}\n\n${note.why}`);
+  }
+  return `## Missed targets: why, and what would close them\n\nEach profile was taken in this run: CPU self time by function, share of the samples (for a
+script run in a child process, its module loading and idle time left out).\n\n${parts.join("\n\n")}`;
+}
