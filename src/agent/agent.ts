@@ -30,8 +30,8 @@ import {
   newRunState,
   pendingCalls,
   type RunState,
+  recordDecisions,
   sortResults,
-  waitingApprovals,
 } from "./state.js";
 
 export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
@@ -306,7 +306,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
         `Run ${s.runId} has completed (${s.stopReason}): start a new run with its messages as history.`,
       );
     }
-    if (s.status === "awaiting_approval") decide(s, options);
+    if (s.status === "awaiting_approval") recordDecisions(s, options.approve, options.deny);
     else if (options.approve !== undefined || options.deny !== undefined) {
       throw new AgentloopError("invalid_state", `Run ${s.runId} is not waiting for approvals.`);
     }
@@ -416,22 +416,3 @@ function joinInstructions(agent: string | undefined, run: string | undefined): s
 
 // biome-ignore lint/suspicious/noExplicitAny: any output type; its readers use only `text`
 export type AnyAgent = Agent<any>;
-
-/** Records the decisions of `resume()` on the calls that wait for one. */
-function decide(state: RunState, options: ResumeOptions): void {
-  const waiting = waitingApprovals(state, (call) => call.name !== "ask_question");
-  const ids = new Set(waiting.map((call) => call.id));
-  const list = (given: ResumeOptions["approve"]) => (given === "all" ? [...ids] : [...(given ?? [])]);
-  const approve = list(options.approve);
-  const deny = list(options.deny);
-  for (const id of [...approve, ...deny]) {
-    if (!ids.has(id)) {
-      const names = waiting.map((call) => `${call.id} (${call.name})`).join(", ") || "none";
-      throw new AgentloopError("invalid_state", `No call '${id}' waits for approval; waiting: ${names}.`);
-    }
-  }
-  const pending = state.pending as NonNullable<RunState["pending"]>;
-  const denied = new Set(deny);
-  for (const id of approve) if (!denied.has(id)) pending.decisions.push({ id, approved: true });
-  for (const id of deny) pending.decisions.push({ id, approved: false });
-}

@@ -182,3 +182,31 @@ export function checkRunState(value: unknown): RunState {
   }
   return state as RunState;
 }
+
+/**
+ * Records decisions on the calls a run waits on for approval (ids, or "all"; a call both approved
+ * and denied is denied).
+ * @throws AgentloopError("invalid_state") naming the waiting calls, for an id that is not one.
+ */
+export function recordDecisions(
+  state: RunState,
+  approved: readonly string[] | "all" | undefined,
+  denied: readonly string[] | "all" | undefined,
+): void {
+  const waiting = waitingApprovals(state, (call) => call.name !== "ask_question");
+  const ids = new Set(waiting.map((call) => call.id));
+  const list = (given: readonly string[] | "all" | undefined) =>
+    given === "all" ? [...ids] : [...(given ?? [])];
+  const approve = list(approved);
+  const deny = list(denied);
+  for (const id of [...approve, ...deny]) {
+    if (!ids.has(id)) {
+      const names = waiting.map((call) => `${call.id} (${call.name})`).join(", ") || "none";
+      throw new AgentloopError("invalid_state", `No call '${id}' waits for approval; waiting: ${names}.`);
+    }
+  }
+  const pending = state.pending as NonNullable<RunState["pending"]>;
+  const refused = new Set(deny);
+  for (const id of approve) if (!refused.has(id)) pending.decisions.push({ id, approved: true });
+  for (const id of deny) pending.decisions.push({ id, approved: false });
+}

@@ -10,10 +10,16 @@ import {
   HI as request,
 } from "../../test/support/model-harness.js";
 import { describeTransport } from "../../test/support/transport-contract.js";
+import type { Message } from "../core/messages.js";
 import { redactSecrets } from "../core/redact.js";
 import { startFakeOpenAIServer } from "../testing/fake-openai-server.js";
 import type { ModelEvent, ModelRequest } from "./adapter.js";
-import { DEFAULT_IDLE_TIMEOUT_MS, type OpenAIChatModelOptions, openAIChatModel } from "./openai-chat.js";
+import {
+  DEFAULT_IDLE_TIMEOUT_MS,
+  type OpenAIChatModelOptions,
+  openAIChatModel,
+  toChatMessages,
+} from "./openai-chat.js";
 
 const serve = fakeServerPerTest(startFakeOpenAIServer);
 
@@ -95,6 +101,31 @@ describe("openAIChatModel over HTTP", () => {
     expect(first?.headers["x-team"]).toBe("qa");
     expect(second?.body.messages[0]).toEqual({ role: "user", content: "weather?" });
     expect(second?.body).not.toHaveProperty("tools");
+  });
+
+  it("sends a growing history the same as mapped afresh, whatever changed in between", async () => {
+    const s = await serve([{ text: "1" }, { text: "2" }, { text: "3" }, { text: "4" }]);
+    const model = openAIChatModel({ model: "test-model", apiKey: "sk-test-key-0000", baseURL: s.url });
+    const history: Message[] = [{ role: "user", content: "weather?" }];
+    const tools: ModelRequest["tools"] = [];
+    const ask = async (system: string) =>
+      done(await collectEvents(model, { system, messages: history, tools }));
+    await ask("Be brief.");
+    history.push(
+      { role: "assistant", content: "", toolCalls: [call("c1", "get_weather", '{"city":"Oslo"}')] },
+      { role: "tool", toolCallId: "c1", name: "get_weather", content: "sunny", isError: false },
+    );
+    await ask("Be brief. Only 1 iteration remains."); // grown, and a new system prompt
+    history.push({ role: "assistant", content: "It is sunny." }, { role: "user", content: "and tomorrow?" });
+    await ask(""); // no system prompt at all
+    await ask("Be brief.");
+    const fresh = (system: string, upTo: number) => toChatMessages(system, history.slice(0, upTo));
+    expect(s.requests.map((r) => r.body.messages)).toEqual([
+      fresh("Be brief.", 1),
+      fresh("Be brief. Only 1 iteration remains.", 3),
+      fresh("", 5),
+      fresh("Be brief.", 5),
+    ]);
   });
 
   it("streams a scripted reply with reasoning, text and two tool calls", async () => {

@@ -114,6 +114,11 @@ export function toChatMessages(
   cache?: ChatWireCache,
 ): WireMessage[] {
   let mapped = cache?.histories.get(messages);
+  // Only the system prompt changed (an iteration warning near the limit): its message is replaced.
+  if (mapped && mapped.system !== system && mapped.system !== "" && system !== "") {
+    mapped.out[0] = { role: systemRole, content: system };
+    mapped.system = system;
+  }
   const reusable =
     mapped !== undefined &&
     mapped.system === system &&
