@@ -7,7 +7,7 @@
 // the median and min-max, and the median (min-max) of the per-round ratios to the floor.
 //
 //   node --expose-gc bench/loop-profile.ts [--rounds 15] [--sizes 100,1000,10000]
-//        [--before <dist of the old code>]
+//        [--before <dist of the old code>] [--json]
 //   node --cpu-prof bench/loop-profile.ts --only agentloop --mode plain --sizes 1000 --rounds 40
 //   node bench/loop-profile.ts --summarise <file.cpuprofile> [--skip-startup]   (self time by function)
 //   node bench/loop-profile.ts --alloc --only agentloop --mode plain --sizes 1000   (bytes allocated per iteration, by site)
@@ -25,6 +25,7 @@ const { values: flags } = parseArgs({
     mode: { type: "string" },
     summarise: { type: "string" },
     "skip-startup": { type: "boolean", default: false },
+    json: { type: "boolean", default: false },
     alloc: { type: "boolean", default: false },
   },
 });
@@ -85,6 +86,8 @@ const rounds = Number(flags.rounds);
 const sizes = (flags.sizes ?? "").split(",").map(Number);
 const modes = flags.mode ? [flags.mode] : ["plain", "streaming"];
 
+/** With --json: each mode and N's samples (CPU µs per iteration by runner, per round), printed at the end. */
+const json: { mode: string; n: number; samples: Record<string, number[]> }[] = [];
 for (const mode of modes) {
   const streaming = mode === "streaming";
   for (const n of sizes) {
@@ -108,6 +111,8 @@ for (const mode of modes) {
       for (const name of order) {
         const run = runners[name] as Runner;
         gc?.();
+        // The GC's helper threads go on sweeping after gc() returns; their CPU is the previous sample's.
+        await new Promise((resolve) => setTimeout(resolve, 20));
         // CPU time of the process (user + system, GC threads included): other processes on a
         // shared machine stretch wall time, not this.
         const started = process.cpuUsage();
@@ -128,11 +133,15 @@ for (const mode of modes) {
             return `${name}/floor ${median(per).toFixed(2)}x (${Math.min(...per).toFixed(2)}-${Math.max(...per).toFixed(2)})`;
           })
       : [];
-    process.stdout.write(
-      `${mode} N=${n} µs/iteration: ${cells.join(", ")}${ratios.length ? `; ${ratios.join(", ")}` : ""}\n`,
-    );
+    json.push({ mode, n, samples });
+    if (!flags.json)
+      process.stdout.write(
+        `${mode} N=${n} µs/iteration: ${cells.join(", ")}${ratios.length ? `; ${ratios.join(", ")}` : ""}\n`,
+      );
   }
 }
+
+if (flags.json) process.stdout.write(`${JSON.stringify(json)}\n`);
 
 /** Bytes allocated per iteration by one runner, by allocation site (sampled, dead objects included). */
 async function allocations(name: string, run: Runner, n: number): Promise<void> {

@@ -5,7 +5,8 @@
 //
 // A history of mixed turns (replies, user messages, tool calls with 1-3 parallel results) grows one
 // message at a time; `fit` runs after every append under a budget that keeps it pruning. The table
-// shows the mean and worst time of the last 50 calls before each size, for the estimate counter
+// shows the median and worst time of the last 50 calls before each size (the median, since one
+// preemption or GC pause on a shared machine would dominate a mean), for the estimate counter
 // and the real o200k tokenizer, and for contrast what recounting the whole history would cost.
 import type { Message } from "../dist/core/messages.js";
 import { contextManager } from "../dist/memory/prune.js";
@@ -57,7 +58,7 @@ function turn(index: number): Message[] {
 }
 
 interface Row {
-  mean: number;
+  median: number;
   max: number;
 }
 
@@ -69,8 +70,7 @@ async function measure(modelId: string): Promise<Map<number, Row>> {
   ];
   const pending: Message[] = [];
   const rows = new Map<number, Row>();
-  let sum = 0;
-  let max = 0;
+  let window: number[] = [];
   while (history.length < 10_000) {
     if (pending.length === 0) pending.push(...turn(history.length));
     history.push(pending.shift() as Message);
@@ -80,12 +80,11 @@ async function measure(modelId: string): Promise<Map<number, Row>> {
     const size = SIZES.find((s) => history.length > s - WINDOW && history.length <= s);
     if (size === undefined) continue;
     if (sent === history) throw new Error("the budget should force pruning in every measured call");
-    sum += elapsed;
-    max = Math.max(max, elapsed);
+    window.push(elapsed * 1_000);
     if (history.length === size) {
-      rows.set(size, { mean: (sum / WINDOW) * 1_000, max: max * 1_000 });
-      sum = 0;
-      max = 0;
+      window.sort((a, b) => a - b);
+      rows.set(size, { median: window[window.length >> 1] ?? 0, max: window.at(-1) ?? 0 });
+      window = [];
     }
   }
   return rows;
@@ -120,14 +119,14 @@ for (const [label, id] of models) results.push({ label, rows: await measure(id),
 
 const pad = (value: string, width: number) => value.padStart(width);
 console.log(
-  `fit() after every append, maxContextTokens ${MAX_CONTEXT_TOKENS}, mean (max) of the last ${WINDOW} calls`,
+  `fit() after every append, maxContextTokens ${MAX_CONTEXT_TOKENS}, median (max) of the last ${WINDOW} calls`,
 );
 const header = results.map((r) => `${pad(`${r.label} µs/fit`, 20)} | ${pad("1 recount µs", 12)}`);
 console.log(`${pad("messages", 9)} | ${pad("tokens", 9)} | ${header.join(" | ")}`);
 for (const size of SIZES) {
   const cells = results.map(({ rows, recount: full }) => {
     const row = rows.get(size) as Row;
-    return `${pad(`${row.mean.toFixed(1)} (${row.max.toFixed(0)})`, 20)} | ${pad((full.get(size)?.micros ?? 0).toFixed(0), 12)}`;
+    return `${pad(`${row.median.toFixed(1)} (${row.max.toFixed(0)})`, 20)} | ${pad((full.get(size)?.micros ?? 0).toFixed(0), 12)}`;
   });
   const tokens = results[1]?.recount.get(size)?.tokens ?? 0;
   console.log(
@@ -135,6 +134,6 @@ for (const size of SIZES) {
   );
 }
 for (const { label, rows } of results) {
-  const ratio = (rows.get(10_000) as Row).mean / (rows.get(100) as Row).mean;
-  console.log(`${label}: mean at 10,000 / mean at 100 = ${ratio.toFixed(2)}`);
+  const ratio = (rows.get(10_000) as Row).median / (rows.get(100) as Row).median;
+  console.log(`${label}: median at 10,000 / median at 100 = ${ratio.toFixed(2)}`);
 }

@@ -28,6 +28,7 @@ import {
   heapTargets,
   httpPart,
   inProcessTargets,
+  loopPart,
   pruningPart,
   storeTargets,
 } from "./targets.ts";
@@ -48,10 +49,17 @@ async function part<T>(name: string, run: () => Promise<T> | T): Promise<T> {
 
 const SIZES = quick ? [10, 100] : [10, 100, 1_000, 10_000];
 const overhead = await part("overhead in process", () =>
-  measureOverhead(SIZES, quick ? 3 : 7, quick ? 1_000 : 5_000),
+  measureOverhead(SIZES, quick ? 3 : 7, quick ? 1_000 : 12_000),
 );
 sections.push(overheadMarkdown(overhead));
-targets.push(...inProcessTargets(overhead));
+const alone = await part("agentloop and the floor alone", () =>
+  loopPart(
+    SIZES.filter((n) => n >= 100),
+    quick ? 3 : 15,
+  ),
+);
+sections.push(alone.markdown);
+targets.push(...alone.targets, ...inProcessTargets(overhead));
 
 const heapSizes = quick ? [100] : [1_000, 10_000];
 const heap = await part("heap", () => {
@@ -61,8 +69,10 @@ const heap = await part("heap", () => {
     for (const n of heapSizes) {
       // Skipped where the overhead table skipped, or where one run would take over 20 s (extrapolated
       // from the largest N measured, as growing with N: some peers copy their history every turn).
-      const measured = SIZES.filter((size) => size <= n).at(-1) ?? n;
-      const cell = overhead.cells["non-streaming"][name]?.[measured];
+      const cells = overhead.cells["non-streaming"][name] ?? {};
+      const measured =
+        SIZES.filter((size) => size <= n && cells[size] && "samples" in cells[size]).at(-1) ?? n;
+      const cell = cells[measured];
       const estimateMs =
         cell && "samples" in cell
           ? (median(cell.samples) * n * (n / measured)) / 1000

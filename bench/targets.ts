@@ -11,19 +11,58 @@ const script = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 const lastLine = (text: string) => text.trim().split("\n").at(-1) ?? "";
 const n0 = (n: number) => n.toLocaleString("en");
 
-/** In process: agentloop against the floor (the issue's target) and the peers (SPEC section 7). */
+/**
+ * bench/loop-profile.ts: agentloop against the floor alone in a fresh process (the issue's in-process
+ * target), so that the peers' use of Node's own JS internals (streams, timers, AbortSignal) in the
+ * same process does not tilt the JIT against either.
+ */
+export function loopPart(sizes: number[], rounds: number): Section {
+  const results = JSON.parse(
+    lastLine(
+      child([
+        "--expose-gc",
+        script("./loop-profile.ts"),
+        "--sizes",
+        sizes.join(","),
+        "--rounds",
+        String(rounds),
+        "--json",
+      ]),
+    ),
+  ) as { mode: string; n: number; samples: Record<string, number[]> }[];
+  const ratiosOf = (r: (typeof results)[number]) =>
+    (r.samples.agentloop ?? []).map((v, i) => v / (r.samples.floor?.[i] ?? Number.NaN));
+  const modeName = (mode: string) => (mode === "plain" ? "non-streaming" : mode);
+  const rows = results.map(
+    (r) =>
+      `| ${modeName(r.mode)} | ${n0(r.n)} | ${medianRange(r.samples.floor ?? [], 2)} | ${medianRange(r.samples.agentloop ?? [], 2)} | ${medianRange(ratiosOf(r), 2, "x")} |`,
+  );
+  const markdown = `### agentloop against the hand-written loop, alone in a process (bench/loop-profile.ts)
+
+The same workload, fake model and ${FLOOR} as above, only the two of them in a fresh process,
+interleaved (the order alternating), ${rounds} rounds; a sample is the same number of runs of each after
+a full GC, CPU µs per iteration; the ratio is taken per round. This is where the in-process target is
+judged: in the process shared with the peers, agentloop pays for their use of Node's own JS internals
+(streams, timers, AbortSignal, which it uses too), up to twice its cost here at some N.
+
+| mode | N | ${FLOOR} µs | agentloop µs | agentloop / ${FLOOR} |
+| --- | ---: | ---: | ---: | ---: |
+${rows.join("\n")}`;
+  const targets = ["plain", "streaming"].map((mode) => {
+    const mine = results.filter((r) => r.mode === mode && r.n >= 100);
+    return {
+      target: `In process, per iteration, ${modeName(mode)}: at most 2.5x the ${FLOOR} at N = 100 to 10,000, default guards, timeouts and pruning on`,
+      result: mine.map((r) => `${medianRange(ratiosOf(r), 2, "x")} at ${n0(r.n)}`).join("; "),
+      met: mine.length > 0 && mine.every((r) => median(ratiosOf(r)) <= 2.5),
+      key: `in-process ${modeName(mode)}`,
+    };
+  });
+  return { markdown, targets };
+}
+
+/** In process, against the peers (SPEC section 7). */
 export function inProcessTargets(o: Overhead): TargetResult[] {
   const targets: TargetResult[] = [];
-  const within = o.sizes.filter((n) => n >= 100);
-  for (const mode of MODES) {
-    const ratios = within.map((n) => ({ n, r: o.ratios[mode][n] ?? [] })).filter((x) => x.r.length > 0);
-    targets.push({
-      target: `In process, per iteration, ${mode}: at most 2.5x the ${FLOOR} at N = 100 to 10,000, default guards, timeouts and pruning on`,
-      result: ratios.map(({ n, r }) => `${medianRange(r, 2, "x")} at ${n0(n)}`).join("; "),
-      met: ratios.length > 0 && ratios.every(({ r }) => median(r) <= 2.5),
-      key: `in-process ${mode}`,
-    });
-  }
   for (const mode of MODES) {
     const ours = (n: number) => {
       const cell = o.cells[mode].agentloop?.[n];
@@ -274,7 +313,7 @@ ${rows.join("\n")}`;
 /** bench/pruning.ts: `fit` per appended message as the history grows. */
 export function pruningPart(): Section {
   const text = child([script("./pruning.ts")]).trim();
-  const ratios = [...text.matchAll(/^(\S+): mean at 10,000 \/ mean at 100 = ([\d.]+)$/gm)].map((m) => ({
+  const ratios = [...text.matchAll(/^(\S+): median at 10,000 \/ median at 100 = ([\d.]+)$/gm)].map((m) => ({
     counter: m[1] as string,
     ratio: Number(m[2]),
   }));
