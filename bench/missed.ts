@@ -2,14 +2,22 @@
 // close the distance. The profiles: CPU self time by function (`node --cpu-prof`, summarised by
 // bench/loop-profile.ts --summarise) or, for the per-session heap, a heap snapshot diff by type
 // (bench/concurrency-sessions.ts --snapshot).
+
+import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { Agent, defineTool } from "../dist/index.js";
+import { openAIChatModel } from "../dist/models/openai-chat.js";
+import { sqliteStore } from "../dist/store/index.js";
 import { RUNNERS } from "./peers.ts";
 import { child } from "./processes.ts";
 import { type CpuProfile, profileWhile, selfTimes } from "./profile.ts";
 import type { TargetResult } from "./section.ts";
+import { result, state } from "./store.ts";
+import { add, schema } from "./workload.ts";
 
 const script = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 const BIN = fileURLToPath(new URL("../dist/cli/bin.js", import.meta.url));
@@ -41,6 +49,62 @@ async function inProcessProfile(streaming: boolean, quick: boolean): Promise<str
   return selfTimes(profile, 18);
 }
 
+/** `work` repeated for `ms` after a warm-up, profiled in this process. */
+async function profileRepeated(work: () => Promise<unknown>, ms: number): Promise<string> {
+  for (let i = 0; i < 3; i++) await work();
+  const until = performance.now() + ms;
+  const profile = await profileWhile(async () => {
+    while (performance.now() < until) await work();
+  });
+  return selfTimes(profile, 18, { skipStartup: true });
+}
+
+/** agentloop's runs over HTTP (bench/http-perf-upstream.ts in a child, N = 100), profiled in this process. */
+async function httpProfile(quick: boolean): Promise<string> {
+  const upstream = spawn(process.execPath, [script("./http-perf-upstream.ts"), "100"], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  try {
+    const line = await new Promise<string>((resolve) =>
+      createInterface({ input: upstream.stdout }).once("line", resolve),
+    );
+    const model = openAIChatModel({
+      model: "gpt-4o-mini",
+      baseURL: (JSON.parse(line) as { chat: string }).chat,
+      apiKey: "sk-bench",
+    });
+    const tool = defineTool({
+      name: "add",
+      description: "Adds two numbers.",
+      parameters: schema,
+      execute: add,
+    });
+    const agent = new Agent({ model, tools: [tool], maxIterations: 101 });
+    return await profileRepeated(() => agent.run("go"), quick ? 500 : 3_000);
+  } finally {
+    upstream.stdin?.end();
+  }
+}
+
+/** Checkpoints into a SQLite file (WAL, NORMAL), profiled in this process. */
+async function sqliteProfile(quick: boolean): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), "agentloop-bench-prof-"));
+  const store = await sqliteStore(join(dir, "profile.db"));
+  try {
+    const handle = await store.acquire("profile");
+    const checkpoint = {
+      messages: [result],
+      run: { runId: "run-profile", status: "running" as const, state },
+    };
+    const profile = await profileRepeated(() => handle.checkpoint(checkpoint), quick ? 300 : 2_000);
+    await handle.release();
+    return profile;
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 interface Note {
   /** How to take the profile; undefined: none. */
   profile?: (quick: boolean) => string | Promise<string>;
@@ -67,21 +131,7 @@ run is not streamed.`,
 the same changes close it.`,
   },
   http: {
-    profile: (quick) =>
-      cpuProfile(
-        [
-          script("./http-perf.ts"),
-          "--only",
-          "chat",
-          "--match",
-          "chat agent new",
-          "--n",
-          "100",
-          "--rounds",
-          quick ? "2" : "10",
-        ],
-        18,
-      ),
+    profile: (quick) => httpProfile(quick),
     why: `Per request the adapter (as the issue lists it) re-maps the whole history to the wire format,
 most of it unchanged since the last request (cache each message's wire form), uses \`.withResponse()\`
 (an extra promise and header copy per call), arms an idle timer and adds an async-generator layer per
@@ -129,6 +179,21 @@ generators it is suspended in, the timers and AbortControllers of the model call
 objects (the snapshot diff above, by type). Fewer generator frames, no per-call controller until a
 call needs one, and lazily created optional state bring it under 3 KB.`,
   },
+  "concurrency rss": {
+    why: `The process's RSS is the live heap of the parked runs (about the per-session heap above times
+the number of runs) plus the room V8 sizes its heap with (free pages kept for reuse, as in "Server under
+load"). Bringing the per-session heap under 3 KB halves the first part; capping V8's heap
+(\`--max-old-space-size\`, \`--max-semi-space-size\`) bounds the second.`,
+  },
+  "sqlite checkpoint": {
+    profile: (quick) => sqliteProfile(quick),
+    why: `A checkpoint is one SQLite transaction of three statements (the session row's update, guarded
+by its holder; the message insert; the run upsert) after the JSON encoding of the message and the run
+state. In the profile nearly all of it is \`exec\`: the transaction's BEGIN and COMMIT, i.e. SQLite
+appending the changed pages to the WAL; the statements and the encoding are a few per cent. The median
+sits at the target and a loaded machine moves it either side; fewer pages changed per checkpoint (a
+smaller run state, the session row not rewritten by every checkpoint) would give it room.`,
+  },
   "cold help": {
     profile: () => cpuProfile([BIN, "--help"], 12),
     why: `\`--help\` already loads only commander and the CLI's entry module (commands import their
@@ -162,6 +227,6 @@ export async function missedNotes(targets: TargetResult[], quick: boolean): Prom
     }
     parts.push(`### Missed: ${t.target}\n\nMeasured ${t.result}.${profile}\n\n${note.why}`);
   }
-  return `## Missed targets: why, and what would close them\n\nEach profile was taken in this run: CPU self time by function, share of the samples (for a
-script run in a child process, its module loading and idle time left out).\n\n${parts.join("\n\n")}`;
+  return `## Missed targets: why, and what would close them\n\nEach profile was taken in this run: CPU self time by function, share of the samples, module loading
+and idle time left out.\n\n${parts.join("\n\n")}`;
 }

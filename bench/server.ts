@@ -113,6 +113,7 @@ const VARIANTS: Variant[] = [
 /** The section's memory paragraph: where agentloop serve's RSS was, and why. */
 function explain(
   ours: Measurement[],
+  fds: { start: number; end: number },
   floorPeak: number,
   cappedPeak: number,
   trimmed: number | undefined,
@@ -129,9 +130,14 @@ boundaries in /proc/<pid>/smaps), ${mib(ended.otherAnonymous)} other anonymous m
 buffers, V8's compiler zones; thread stacks) and ${mib(ended.files)} mapped files (the node binary)`
       : "(no /proc here to say)"
   }. After a full
-GC the heap holds ${mib(Math.min(...heaps))}-${mib(Math.max(...heaps))} MiB whatever the number of requests served, and the open files
-end where they started: nothing accumulates per request (per-request AbortControllers, request
-bodies, log lines, metrics or kept-alive upstream sockets would show there). The pages are V8's, free
+GC the heap holds ${mib(Math.min(...heaps))}-${mib(Math.max(...heaps))} MiB whatever the number of requests served, and ${
+    fds.end <= fds.start + 2
+      ? `the open files
+end where they started (${fds.start} → ${fds.end}, 10 s after the last request): nothing accumulates per request`
+      : `**${fds.end - fds.start} more files
+were open 10 s after the last request than before the first** (sockets held: to look into); otherwise nothing accumulates per request`
+  } (per-request AbortControllers, request bodies, log lines, metrics or kept-alive upstream sockets
+would show there). The pages are V8's, free
 but kept: a full GC leaves the RSS where it was (${mib(Math.max(...ours.map((m) => m.rssAfterGc)))} MiB at most), V8's last-resort GC
 gives them back (${mib(Math.max(...ours.map((m) => m.rssCompact)))} MiB at most). V8 sizes its heap for the allocation rate: a request's
 objects live as long as the request (${2 * latencyMs} ms and more), survive young-generation collections, are
@@ -185,8 +191,10 @@ export async function serverUnderLoad(
         }
       }
     }
-    // At the end: open files, then glibc's malloc_trim after a last-resort GC (the probe's next tick,
+    // At the end, once kept-alive connections have timed out (about 5 s idle, upstream and client
+    // alike): open files, then glibc's malloc_trim after a last-resort GC (the probe's next tick,
     // within 500 ms, has the RSS after it).
+    await new Promise((r) => setTimeout(r, 10_000));
     const end = new Map<string, { fds: number; trimmed?: number }>();
     const trimmedFrom = new Map<string, number>();
     for (const server of servers) {
@@ -253,14 +261,14 @@ Memory over the whole section (MiB): RSS at the start (after the warm-up and a l
 peak under load, where it was as the last load ended (/proc/<pid>/smaps), after a full GC and after a
 last-resort GC at the end of a measurement (the largest of the measurements), what glibc's
 \`malloc_trim(0)\` returned at the end (called through gdb: free memory its arenas kept), the open file
-descriptors (sockets included) before the first request and at the end, and the heap after a full GC at the end of
+descriptors (sockets included) before the first request and 10 s after the last, and the heap after a full GC at the end of
 each measurement in order (growth there would be a leak).
 
 | server | requests | RSS at start | peak | V8 pages / other anonymous / files at the end of the load | after a full GC | after a last-resort GC | returned by malloc_trim | open files | heap after GC, each measurement |
 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |
 ${memoryRows.join("\n")}
 
-${explain(mine, peakOf(floor), peakOf(capped), end.get(ours)?.trimmed, latencyMs)}`;
+${explain(mine, { start: start.get(ours)?.fds ?? -1, end: end.get(ours)?.fds ?? -1 }, peakOf(floor), peakOf(capped), end.get(ours)?.trimmed, latencyMs)}`;
     return {
       markdown,
       targets: [
@@ -268,7 +276,11 @@ ${explain(mine, peakOf(floor), peakOf(capped), end.get(ours)?.trimmed, latencyMs
           target:
             "Server RSS under load: find what holds it, fix or bound it (heap after GC flat; the RSS V8's own once the load is over; a bound)",
           result: `V8's free heap pages: RSS ${mib(rssStart)} → ${mib(peakOf(ours))} MiB under load, ${mib(compact)} after V8's last-resort GC; heap after GC ${heapGrowth >= 0 ? "+" : ""}${heapGrowth.toFixed(0)} MiB over ${mine.reduce((sum, m) => sum + m.requests, 0).toLocaleString("en")} requests; bounded by \`NODE_OPTIONS="${HEAP_CAP}"\`: peak ${mib(peakOf(capped))} MiB`,
-          met: heapGrowth < 10 && compact <= rssStart + 48 && peakOf(capped) < peakOf(ours),
+          met:
+            heapGrowth < 10 &&
+            compact <= rssStart + 48 &&
+            peakOf(capped) < peakOf(ours) &&
+            (end.get(ours)?.fds ?? 0) <= (start.get(ours)?.fds ?? 0) + 2,
         },
       ],
     };

@@ -18,14 +18,15 @@ import { memoryStore, postgresStore, type SessionStore, sqliteStore } from "../d
 import { type BenchPostgres, postgresMissing, startBenchPostgres } from "./postgres.ts";
 import { storedRuns, type Variant } from "./stored-runs.ts";
 
-const result: Message = {
+/** The checkpoint every store is measured with: a tool result and a run state (bench/missed.ts profiles it too). */
+export const result: Message = {
   role: "tool",
   toolCallId: "call_0",
   name: "read_file",
   content: "line of a file that a tool read, as a model would see it\n".repeat(18),
   isError: false,
 };
-const state = {
+export const state = {
   version: 1,
   iteration: 0,
   usage: { inputTokens: 12_345, outputTokens: 678 },
