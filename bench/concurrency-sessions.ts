@@ -121,12 +121,46 @@ function diff(beforePath: string, afterPath: string, runs: number): void {
     const fields: string[] = snap.snapshot.meta.node_fields;
     const types: string[] = snap.snapshot.meta.node_types[0];
     const [t, n, s] = ["type", "name", "self_size"].map((f) => fields.indexOf(f)) as [number, number, number];
+    const edgeFields: string[] = snap.snapshot.meta.edge_fields;
+    const edgeTypes: string[] = snap.snapshot.meta.edge_types[0];
+    const ec = fields.indexOf("edge_count");
     const sizes = new Map<string, { bytes: number; count: number }>();
+    // With --shapes, everything else is told apart by the edge it is first held by (parent: edge name).
+    const retainer = new Map<number, string>();
+    if (shapes) {
+      const to = edgeFields.indexOf("to_node");
+      let e0 = 0;
+      for (let i = 0; i < snap.nodes.length; i += fields.length) {
+        const count = snap.nodes[i + ec] as number;
+        const parent = `${types[snap.nodes[i + t]]}:${String(snap.strings[snap.nodes[i + n]]).slice(0, 20)}`;
+        for (let e = e0; e < e0 + count * edgeFields.length; e += edgeFields.length) {
+          const child = snap.edges[e + to] as number;
+          const kind = edgeTypes[snap.edges[e]];
+          if (kind === "weak" || retainer.has(child)) continue;
+          const label = kind === "element" || kind === "hidden" ? `[${snap.edges[e + 1]}]` : snap.strings[snap.edges[e + 1]];
+          retainer.set(child, `${parent}.${label}`);
+        }
+        e0 += count * edgeFields.length;
+      }
+    }
+    let edge = 0;
     for (let i = 0; i < snap.nodes.length; i += fields.length) {
       const type = types[snap.nodes[i + t]] ?? "?";
       const name =
         type === "object" || type === "closure" || type === "native" ? snap.strings[snap.nodes[i + n]] : "";
-      const key = `${type} ${String(name).slice(0, 50)}`;
+      // With --shapes, plain objects are told apart by their property names.
+      let props = "";
+      const edges = snap.nodes[i + ec] as number;
+      if (shapes && name === "Object") {
+        const names: string[] = [];
+        for (let e = edge; e < edge + edges * edgeFields.length; e += edgeFields.length) {
+          if (edgeTypes[snap.edges[e]] === "property") names.push(snap.strings[snap.edges[e + 1]]);
+        }
+        props = ` {${names.join(",")}}`;
+      }
+      if (shapes && name !== "Object") props = ` <- ${retainer.get(i) ?? "?"}`;
+      edge += edges * edgeFields.length;
+      const key = `${type} ${String(name).slice(0, 50)}${props}`;
       const entry = sizes.get(key) ?? { bytes: 0, count: 0 };
       entry.bytes += snap.nodes[i + s];
       entry.count++;
@@ -146,7 +180,7 @@ function diff(beforePath: string, afterPath: string, runs: number): void {
     .sort((x, y) => y.bytes - x.bytes);
   let total = 0;
   for (const r of rows) total += r.bytes;
-  for (const r of rows.slice(0, 30))
+  for (const r of rows.slice(0, shapes ? 60 : 30))
     console.log(`${r.bytes.toFixed(0).padStart(7)} B  ${r.count.toFixed(2).padStart(6)}x  ${r.key}`);
   console.log(`${total.toFixed(0).padStart(7)} B  total`);
 }
@@ -154,6 +188,7 @@ function diff(beforePath: string, afterPath: string, runs: number): void {
 const sessions = Number(process.argv[2] ?? 10_000);
 const rounds = Number(process.argv[3] ?? 5);
 const snapshot = process.argv.includes("--snapshot");
+const shapes = process.argv.includes("--shapes");
 // `--only agentloop` (or `--only hand-written`): one kind, e.g. for its peak RSS in a process of its own.
 const only = process.argv[process.argv.indexOf("--only") + 1];
 const chosen = (Object.keys(kinds) as Kind[]).filter(

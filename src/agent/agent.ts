@@ -367,7 +367,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
         : signal || timer
           ? AbortSignal.any([own.signal, (signal ?? timer) as AbortSignal])
           : own.signal;
-    return new RunHandle<Output>(state, startRun(loop, runSignal, options.checkpoint), own, o.onEvent);
+    const run = startRun(loop, runSignal, options.checkpoint, runSignal === own.signal);
+    return new RunHandle<Output>(state, run, own, o.onEvent);
   }
 
   /**

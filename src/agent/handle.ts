@@ -1,5 +1,6 @@
 import type { AgentEvent, RunResult } from "../core/events.js";
 import type { RunState } from "../core/run-state.js";
+import { abortCalls } from "../tools/execute.js";
 import { runLoop } from "./loop.js";
 import { readAnswer } from "./output.js";
 import type { Run, Sink } from "./run.js";
@@ -72,6 +73,8 @@ export class RunHandle<Output = string> implements AsyncIterableIterator<AgentEv
       outcome.resolve(); // left after its last event: the result is known
     else if (!outcome.failure && !outcome.drained) {
       this.controller.abort();
+      // A signal of the run's own has no listener settling its pending tool calls.
+      if (this.run.ownSignal) abortCalls(this.run);
       outcome.drain();
       this.loop ??= runLoop(this.state, this.run, outcome);
       // The rest of the run goes to `onEvent` only; a failure reaches `result`.

@@ -111,7 +111,7 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
       }
       const asked = mayAskPerson(open, state) ? yield* decide(state, run, open, sink) : undefined;
       const quiet = sink.quiet && !checkpoint;
-      const execution = executeCalls(asked ? asked.ready : open, run.execution, quiet && !asked ? clock : -1);
+      const execution = executeCalls(asked ? asked.ready : open, run, quiet && !asked ? clock : -1);
       while (!execution.done) {
         const update = execution.take();
         if (!update) {

@@ -225,4 +225,28 @@ describe("checkpoints and resume", () => {
     for await (const event of run) if (event.type === "tool_result") break;
     expect((await run.result).stopReason).toBe("aborted");
   });
+
+  it("leaving a for-await while a tool that ignores its signal runs settles that call at once", async () => {
+    let started = 0;
+    const stuck = defineTool({
+      name: "stuck",
+      description: "Reports progress, then never ends.",
+      parameters: z.object({}),
+      execute: (_args, { onProgress }) => {
+        started++;
+        onProgress({ message: "working" });
+        return new Promise(() => {});
+      },
+    });
+    const model = scriptedModel(() => ({ toolCalls: [{ id: "s1", name: "stuck", arguments: {} }] }));
+    // Its own signal only, and with a caller's signal too: both settle the call.
+    for (const options of [{}, { signal: new AbortController().signal }]) {
+      const run = new Agent({ model, tools: [stuck] }).stream("go", options);
+      for await (const event of run) if (event.type === "tool_progress") break;
+      const result = await run.result;
+      expect(result.stopReason).toBe("aborted");
+      expect(result.messages.at(-1)).toMatchObject({ role: "tool", toolCallId: "s1", isError: true });
+    }
+    expect(started).toBe(2);
+  });
 });

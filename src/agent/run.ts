@@ -61,8 +61,11 @@ export type Next =
   /** The run waits for approvals or for the answer to `ask_question`; the state says which calls. */
   | { type: "wait"; for: "approval" | "answer" };
 
-/** A run's loop: its options and what is derived from them once. */
-export interface Run {
+/**
+ * A run's loop: its options and what is derived from them once. It is also what its tool calls
+ * run with (`ExecuteOptions`): one object per live run rather than several.
+ */
+export interface Run extends ExecuteOptions {
   /** Shared by the runs of an agent that have nothing of their own. */
   options: LoopOptions;
   /** Aborts the run (its own controller, the caller's signal, the time limit). */
@@ -80,9 +83,8 @@ export interface Run {
   stable: string;
   /** Whether the budget has a limit (else nothing is counted against it). */
   budgeted: boolean;
-  /** What every model call and every batch of tool calls gets: built once. */
+  /** What every model call gets: built once. */
   streamOptions: { signal: AbortSignal };
-  execution: ExecuteOptions;
   /** The context manager's counts for this run's history. */
   contextMemo: ContextMemo;
   /** The arguments of the last tool call the repetition guard saw in this process. */
@@ -144,10 +146,15 @@ function derive(options: LoopOptions): Derived {
   return found;
 }
 
+/**
+ * The loop of one run. `ownSignal`: `signal` fires only through the run's handle, which then
+ * settles the pending tool calls itself (`abortCalls`), so they need no abort listener.
+ */
 export function startRun(
   options: LoopOptions,
   signal: AbortSignal,
   checkpoint: ((state: RunState) => Promise<void>) | undefined,
+  ownSignal = false,
 ): Run {
   const { tools, nativeTools, requestOutput, stable, budgeted } = derive(options);
   const now = performance.now();
@@ -161,15 +168,13 @@ export function startRun(
     stable,
     budgeted,
     streamOptions: { signal },
-    execution: {
-      signal,
-      concurrency: options.toolConcurrency,
-      timeoutMs: options.toolTimeoutMs,
-      maxResultChars: options.maxToolResultChars,
-      maxMediaBytes: options.maxMediaBytes,
-      redact: options.redact,
-      waiters: undefined,
-    },
+    concurrency: options.toolConcurrency,
+    timeoutMs: options.toolTimeoutMs,
+    maxResultChars: options.maxToolResultChars,
+    maxMediaBytes: options.maxMediaBytes,
+    redact: options.redact,
+    waiters: undefined,
+    ownSignal,
     contextMemo: newContextMemo(),
     lastArguments: undefined,
     startedAt: now,

@@ -61,12 +61,20 @@ export abstract class Waiter {
   }
 }
 
-/** One run's pending calls: one abort listener for all of them, added with the first. */
+/**
+ * One run's pending calls: one abort listener for all of them, added with the first; none when
+ * the run's owner calls `abortAll` after aborting (`listen` false).
+ */
 export class RunWaiters {
   private head: Waiter | undefined = undefined;
-  private listening = false;
+  private listening: boolean;
 
-  constructor(readonly signal: AbortSignal) {}
+  constructor(
+    readonly signal: AbortSignal,
+    listen: boolean,
+  ) {
+    this.listening = !listen;
+  }
 
   add(waiter: Waiter): void {
     if (!this.listening) {
@@ -87,7 +95,8 @@ export class RunWaiters {
     waiter.nextRun = undefined;
   }
 
-  private abortAll(): void {
+  /** Settles every pending call with the signal's reason (it has fired). */
+  abortAll(): void {
     const reason = this.signal.reason;
     while (this.head) this.head.aborted(reason);
   }

@@ -50,6 +50,16 @@ export interface ExecuteOptions {
   redact?: (text: string) => string;
   /** The run's calls waiting on a promise; made by the first one. */
   waiters?: RunWaiters;
+  /**
+   * `signal` fires only through whoever runs the calls, who then calls `abortCalls`: the calls
+   * need no abort listener (else one listener per run settles them).
+   */
+  ownSignal?: boolean;
+}
+
+/** Settles every pending call of `options` as aborted: for the owner of a signal of its own (`ownSignal`), after aborting it. */
+export function abortCalls(options: ExecuteOptions): void {
+  options.waiters?.abortAll();
 }
 
 /**
@@ -310,7 +320,7 @@ class AwaitedCall extends Waiter {
     );
     const tool = prepared.tool as Tool;
     const { options } = execution;
-    options.waiters ??= new RunWaiters(options.signal);
+    options.waiters ??= new RunWaiters(options.signal, options.ownSignal !== true);
     this.start(started, tool.timeoutMs ?? options.timeoutMs, options.waiters);
   }
 
