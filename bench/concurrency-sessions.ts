@@ -6,6 +6,8 @@
 //
 //   npm run build && node --expose-gc bench/concurrency-sessions.ts [sessions=10000] [rounds=5]
 //   node --expose-gc bench/concurrency-sessions.ts 1000 1 --snapshot   # heap snapshot per kind, by type
+//   ... --snapshot --shapes   # objects told apart by their properties, the rest by what holds them
+//   ... --generator   # also the hand-written loop written as an async generator
 //   node --expose-gc bench/concurrency-sessions.ts 100000 1 --only agentloop   # one kind: its peak RSS
 //   ... --json   # one JSON line instead of the text (bench/run.ts reads it)
 import { readFileSync, rmSync } from "node:fs";
@@ -64,6 +66,10 @@ const kinds = {
     return result;
   },
   "hand-written loop": handWritten,
+  // The same floor written as an async generator handing out events (bench/workload.ts, streaming
+  // off in its model): what a parked run costs any loop built on generators and promises, with
+  // almost no state of its own. Only with --generator.
+  "hand-written generator loop": floor(model, true),
 } as const;
 type Kind = keyof typeof kinds;
 
@@ -137,7 +143,10 @@ function diff(beforePath: string, afterPath: string, runs: number): void {
           const child = snap.edges[e + to] as number;
           const kind = edgeTypes[snap.edges[e]];
           if (kind === "weak" || retainer.has(child)) continue;
-          const label = kind === "element" || kind === "hidden" ? `[${snap.edges[e + 1]}]` : snap.strings[snap.edges[e + 1]];
+          const label =
+            kind === "element" || kind === "hidden"
+              ? `[${snap.edges[e + 1]}]`
+              : snap.strings[snap.edges[e + 1]];
           retainer.set(child, `${parent}.${label}`);
         }
         e0 += count * edgeFields.length;
@@ -191,10 +200,17 @@ const snapshot = process.argv.includes("--snapshot");
 const shapes = process.argv.includes("--shapes");
 // `--only agentloop` (or `--only hand-written`): one kind, e.g. for its peak RSS in a process of its own.
 const only = process.argv[process.argv.indexOf("--only") + 1];
+const generator = process.argv.includes("--generator");
 const chosen = (Object.keys(kinds) as Kind[]).filter(
-  (kind) => !process.argv.includes("--only") || kind.startsWith(only ?? ""),
+  (kind) =>
+    (process.argv.includes("--only") ? kind.startsWith(only ?? "") : true) &&
+    (kind !== "hand-written generator loop" || generator || (only ?? "").includes("generator")),
 );
-const results: Record<Kind, Round[]> = { agentloop: [], "hand-written loop": [] };
+const results: Record<Kind, Round[]> = {
+  agentloop: [],
+  "hand-written loop": [],
+  "hand-written generator loop": [],
+};
 for (const kind of chosen) await round(kind, Math.min(sessions, 1_000), false); // warm-up
 for (let r = 0; r < rounds; r++) {
   for (const kind of chosen) results[kind].push(await round(kind, sessions, snapshot));
@@ -207,7 +223,13 @@ const ratios = results.agentloop.map(
 const peakRssMiB = process.resourceUsage().maxRSS / 1024;
 if (process.argv.includes("--json")) {
   console.log(
-    JSON.stringify({ sessions, rounds, results, ratios: chosen.length === 2 ? ratios : [], peakRssMiB }),
+    JSON.stringify({
+      sessions,
+      rounds,
+      results,
+      ratios: chosen.includes("agentloop") && chosen.includes("hand-written loop") ? ratios : [],
+      peakRssMiB,
+    }),
   );
   process.exit(0);
 }
@@ -218,7 +240,7 @@ console.log(
 );
 for (const [kind, rs] of Object.entries(results).filter(([, rs]) => rs.length > 0)) {
   console.log(
-    `${kind.padEnd(18)} runs/s ${show(
+    `${kind.padEnd(27)} runs/s ${show(
       rs.map((r) => r.runsPerSecond),
       0,
     )}  p50 added ms ${show(
@@ -233,6 +255,6 @@ for (const [kind, rs] of Object.entries(results).filter(([, rs]) => rs.length > 
     )}`,
   );
 }
-if (chosen.length === 2)
+if (chosen.includes("agentloop") && chosen.includes("hand-written loop"))
   console.log(`agentloop runs/s over the hand-written loop's, per round: ${show(ratios, 2)}`);
 console.log(`peak RSS of this process: ${peakRssMiB.toFixed(0)} MiB`);

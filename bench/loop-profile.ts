@@ -2,12 +2,16 @@
 // same pair in bench/overhead.ts): the workload, its fake model and the floor of bench/workload.ts
 // (the same model for both, the arguments validated with the same zod schema, the same async
 // tool). agentloop runs with its defaults (guards, 60 s tool timeout, pruning).
-// Runners are interleaved in one process (order alternating by round); each sample starts
-// after a gc and counts CPU time (µs of user + system time per iteration); the report gives
-// the median and min-max, and the median (min-max) of the per-round ratios to the floor.
+// Runners are interleaved in one process (order alternating by round); each sample counts CPU time
+// (µs of user + system time per iteration, the GC's threads included); the report gives the median
+// and min-max, and the median (min-max) of the per-round ratios to the floor. No GC is forced
+// between samples: a process running for real seldom runs a full GC, and one forced before every
+// sample (--gc-per-sample, with --expose-gc) makes agentloop's samples 2-3x slower and the floor's
+// not at all (V8's --trace-deopt: the GC clears objects agentloop's optimised code embeds, with no
+// run alive to hold them, and the code is thrown away and compiled again, sample after sample).
 //
-//   node --expose-gc bench/loop-profile.ts [--rounds 15] [--sizes 100,1000,10000]
-//        [--before <dist of the old code>] [--json]
+//   node bench/loop-profile.ts [--rounds 15] [--sizes 100,1000,10000]
+//        [--before <dist of the old code>] [--json] [--expose-gc --gc-per-sample]
 //   node --cpu-prof bench/loop-profile.ts --only agentloop --mode plain --sizes 1000 --rounds 40
 //   node bench/loop-profile.ts --summarise <file.cpuprofile> [--skip-startup]   (self time by function)
 //   node bench/loop-profile.ts --alloc --only agentloop --mode plain --sizes 1000   (bytes allocated per iteration, by site)
@@ -27,6 +31,7 @@ const { values: flags } = parseArgs({
     "skip-startup": { type: "boolean", default: false },
     json: { type: "boolean", default: false },
     alloc: { type: "boolean", default: false },
+    "gc-per-sample": { type: "boolean", default: false },
   },
 });
 
@@ -110,9 +115,11 @@ for (const mode of modes) {
       const order = round % 2 ? names.toReversed() : names;
       for (const name of order) {
         const run = runners[name] as Runner;
-        gc?.();
-        // The GC's helper threads go on sweeping after gc() returns; their CPU is the previous sample's.
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        if (flags["gc-per-sample"]) {
+          gc?.();
+          // The GC's helper threads go on sweeping after gc() returns; their CPU is the previous sample's.
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
         // CPU time of the process (user + system, GC threads included): other processes on a
         // shared machine stretch wall time, not this.
         const started = process.cpuUsage();

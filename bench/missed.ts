@@ -115,29 +115,35 @@ interface Note {
 const NOTES: Record<string, Note> = {
   "in-process non-streaming": {
     profile: (quick) => inProcessProfile(false, quick),
-    why: `Per iteration the loop does far more than the floor (the causes as the issue lists them; the
-profile shows their weight): events pass through nested async generators (four per iteration where
-the floor has two), every tool call arms an AbortController, a 60 s timer and abort listeners for its
-timeout, six timestamps are taken, the repetition guard rebuilds a signature string, and each event is
-an object allocated whether or not anyone listens; the garbage collector's share is mostly theirs.
-Closing it: one generator layer per iteration (the model's events yielded straight through), one timer
-per iteration shared by its tool calls (or none for a tool that settles at once), timestamps only where
-a result field needs them, the repetition signature kept incrementally, and no event objects when the
-run is not streamed.`,
+    why: `What the issue listed is gone: no timer, AbortController or listener per tool call (one timer
+per timeout length, one listener per run only when the caller passed a signal), one generator for the
+whole run, two clock readings per iteration, the repetition guard's signature kept, no event objects
+for a run nobody listens to. Per iteration the loop still does what the floor does not: it keeps the
+run as a value (a step record per iteration, usage added up, the pending calls), checks the guards and
+the budget, fits the history to the context window (an upper bound counted incrementally), and
+prepares each call (depth check, JSON, zod) into a record the tool, the events and the checkpoint
+share. The garbage collector's share is the rest: each iteration allocates about 3.1 KB where the
+floor allocates 2.7 KB, and keeps more of it (the step records). What would close the rest: the step
+record and the pending calls folded into the messages they describe, and the request object reused
+from one iteration to the next.`,
   },
   "in-process streaming": {
     profile: (quick) => inProcessProfile(true, quick),
-    why: `As for non-streaming, plus one more generator hop per text delta on its way to the caller;
-the same changes close it.`,
+    why: `Streamed, each iteration hands its reader five events (iteration_start, message_delta,
+message, tool_call, tool_result: SPEC section 3) where the floor hands out two, and each costs a
+resumption of the run's generator and a promise for the reader's \`await\` (\`runLoop\` and the
+handle's \`next\` in the profile). Serving the events that follow one another with nothing in between
+(a reply's \`message\` and its \`tool_call\`s) from one resumption would take most of the difference;
+at N = 10,000 the run's history, kept whole, also makes the old generation's collections longer.`,
   },
   http: {
     profile: (quick) => httpProfile(quick),
-    why: `Per request the adapter (as the issue lists it) re-maps the whole history to the wire format,
-most of it unchanged since the last request (cache each message's wire form), uses \`.withResponse()\`
-(an extra promise and header copy per call), arms an idle timer and adds an async-generator layer per
-SSE chunk, and aborts its own AbortController at the end of every request (a DOMException each time);
-the loop's own cost per iteration (the in-process rows) comes on top. Dropping those, and the loop work
-above, closes it.`,
+    why: `The adapter keeps each history's wire messages and extends them, reads the SDK's stream with
+one generator, and leaves the connection alone when the response was read to its end. What remains
+per request in the profile is the official client's own work, done alike for the floor (serialising
+the body, its headers, the SSE parser), the loop's per-iteration work above, and the signal agentloop
+passes (the SDK links it to its own controller each request). On this 2-core machine the load
+generator, the upstream and the client share the cores, and rounds vary by more than the target's 5%.`,
   },
   "concurrency throughput": {
     profile: (quick) =>
@@ -153,31 +159,43 @@ above, closes it.`,
         ],
         18,
       ),
-    why: `With 10,000 runs parked on a 50 ms model, the runs per second are the loop's CPU per run
-(start-up of a run: its state, prompt, tool specs, first context fit; then per iteration as above)
-plus the garbage collection of what every parked run holds (the heap row): the same per-iteration work
-and a smaller run state close it.`,
+    why: `With 10,000 runs parked on a 50 ms model, a third of the CPU is the garbage collector: every
+run allocates about 9.6 KB from its start to its end where the floor allocates 5.4 KB, and keeps
+4.2 KB alive while it waits (the heap row), so each scavenge copies more survivors and the old
+generation fills sooner. The rest is the per-run work: the run state, the run's options, its
+AbortController, the result. Fewer and smaller per-run objects (below) close both this and the heap.`,
   },
   "concurrency heap": {
     profile: () =>
-      child([
-        "--expose-gc",
-        script("./concurrency-sessions.ts"),
-        "1000",
-        "1",
-        "--snapshot",
-        "--only",
-        "agentloop",
-      ])
-        .trim()
-        .split("\n")
-        .filter((line) => /^\s*-?\d+ B/.test(line))
-        .slice(0, 18)
-        .join("\n"),
-    why: `A parked run holds its state object, its messages, the closures and promises of the nested
-generators it is suspended in, the timers and AbortControllers of the model call, and its event
-objects (the snapshot diff above, by type). Fewer generator frames, no per-call controller until a
-call needs one, and lazily created optional state bring it under 3 KB.`,
+      ["agentloop", "hand-written generator loop"]
+        .map((kind) =>
+          child([
+            "--expose-gc",
+            script("./concurrency-sessions.ts"),
+            "1000",
+            "1",
+            "--snapshot",
+            "--shapes",
+            "--only",
+            kind,
+          ])
+            .trim()
+            .split("\n")
+            .filter((line) => /:|^\s*-?\d+ B/.test(line))
+            .slice(0, 22)
+            .join("\n"),
+        )
+        .join("\n\n"),
+    why: `The snapshot diffs above name what a parked run holds, objects by their properties and the
+rest by what holds them. The hand-written loop written as a generator (second diff) holds 2.8 KB, of
+which about 2.6 KB is the machinery of any loop suspended in a generator on a model's async
+generator: its frame's registers, the generator objects, and the promises, closures and contexts of
+the pending awaits. agentloop's suspended frame and promises cost the same; on top it keeps the run
+as a value (the state, its usage, steps, guards and allowed tools, about 450 bytes), the run's loop
+(its options, signal, context-window memo: about 350 bytes), the run's AbortController and the
+handle. Under 3 KB would take a loop not suspended in a generator while nobody reads its events
+(driven by callbacks: no frame, no generator), which would give back about 800 bytes, and the small
+objects folded into the run.`,
   },
   "concurrency rss": {
     why: `The process's RSS is the live heap of the parked runs (about the per-session heap above times

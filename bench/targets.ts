@@ -193,7 +193,7 @@ export function concurrencyPart(sessions: number, rounds: number, big: number): 
     JSON.parse(
       lastLine(child(["--expose-gc", script("./concurrency-sessions.ts"), ...args, "--json"])),
     ) as ConcurrencyJson;
-  const many = run([String(sessions), String(rounds)]);
+  const many = run([String(sessions), String(rounds), "--generator"]);
   const huge = run([String(big), "1", "--only", "agentloop"]);
   const rows = Object.entries(many.results).map(
     ([kind, rs]) =>
@@ -219,7 +219,9 @@ export function concurrencyPart(sessions: number, rounds: number, big: number): 
 ${n0(sessions)} runs at once in one process, each two model calls of 50 ms (a timer) with one tool call
 between, agentloop against the ${FLOOR} on the same model, interleaved, ${rounds} rounds; median
 [min-max]. "Heap per run": the live heap (after a full GC) while all runs wait on their first model
-call, over the number of runs; RSS then. Then ${n0(big)} agentloop runs at once in a fresh process: ${bigRound ? `${bigRound.runsPerSecond.toFixed(0)} runs/s, p50 added ${bigRound.p50.toFixed(0)} ms, ${bigRound.heapPerRun.toFixed(0)} bytes of heap per run` : "failed"}, peak RSS of
+call, over the number of runs; RSS then. The hand-written generator loop is the same floor written as
+an async generator handing out its events, as agentloop's loop is: what a parked run costs any
+generator-based loop that keeps almost no state of its own. Then ${n0(big)} agentloop runs at once in a fresh process: ${bigRound ? `${bigRound.runsPerSecond.toFixed(0)} runs/s, p50 added ${bigRound.p50.toFixed(0)} ms, ${bigRound.heapPerRun.toFixed(0)} bytes of heap per run` : "failed"}, peak RSS of
 the process ${huge.peakRssMiB.toFixed(0)} MiB.
 
 | loop | runs/s | p50 added latency ms | heap per run, bytes | RSS MiB |
