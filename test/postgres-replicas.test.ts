@@ -10,14 +10,17 @@ import { runCli } from "./helpers.js";
 import { type Postgres, skipReason, startPostgres } from "./support/postgres.js";
 import {
   chat,
+  databaseOf,
   messagesOf,
   NOTE_THEN_WAIT,
   PASSWORD,
   post,
   readUntil,
+  replicaEnv,
+  stopAll,
   workspace,
 } from "./support/replicas.js";
-import { type ServeProcess, startServe } from "./support/serve-process.js";
+import { startServe } from "./support/serve-process.js";
 
 /** Notes, waits for the gate, then answers "All done." once the tools' results are in. */
 const noteWaitDone = (request: FakeRequest) =>
@@ -42,17 +45,8 @@ describe.skipIf(skipReason !== undefined)(
     });
     afterAll(() => pg?.stop());
 
-    const database = async () => (await pg.database()).replace("agentloop@", `agentloop:${PASSWORD}@`);
-    const envFor = (db: string) => ({
-      OPENAI_BASE_URL: upstream?.url ?? "",
-      OPENAI_API_KEY: "sk-upstream",
-      AGENTLOOP_DB: db,
-    });
-    const stopAll = async (...servers: ServeProcess[]) => {
-      for (const server of servers) if (server.child.exitCode === null) server.child.kill("SIGTERM");
-      for (const server of servers) await server.exited;
-      for (const server of servers) expect(server.stderr()).not.toContain(PASSWORD);
-    };
+    const database = () => databaseOf(pg);
+    const envFor = (db: string) => replicaEnv(upstream?.url, db);
 
     /** Starts a run on a replica with a 1 s lease, mid-tool (waiting for the gate), then kills the replica. */
     async function orphan(w: ReturnType<typeof workspace>, env: Record<string, string>, session: string) {

@@ -11,15 +11,18 @@ import { runCli } from "./helpers.js";
 import { type Postgres, skipReason, startPostgres } from "./support/postgres.js";
 import {
   chat,
+  databaseOf,
   heard,
   messagesOf,
   NOTE_THEN_WAIT,
   PASSWORD,
   post,
   readUntil,
+  replicaEnv,
+  stopAll,
   workspace,
 } from "./support/replicas.js";
-import { type ServeProcess, startServe } from "./support/serve-process.js";
+import { startServe } from "./support/serve-process.js";
 
 describe.skipIf(skipReason !== undefined)(
   `agentloop serve replicas on one PostgreSQL ${skipReason ? `(skipped: ${skipReason})` : ""}`,
@@ -35,18 +38,8 @@ describe.skipIf(skipReason !== undefined)(
     });
     afterAll(() => pg?.stop());
 
-    /** A fresh database's URL, with a password that must never be printed. */
-    const database = async () => (await pg.database()).replace("agentloop@", `agentloop:${PASSWORD}@`);
-    const envFor = (db: string) => ({
-      OPENAI_BASE_URL: upstream?.url ?? "",
-      OPENAI_API_KEY: "sk-upstream",
-      AGENTLOOP_DB: db,
-    });
-    const stopAll = async (...servers: ServeProcess[]) => {
-      for (const server of servers) if (server.child.exitCode === null) server.child.kill("SIGTERM");
-      for (const server of servers) await server.exited;
-      for (const server of servers) expect(server.stderr()).not.toContain(PASSWORD);
-    };
+    const database = () => databaseOf(pg);
+    const envFor = (db: string) => replicaEnv(upstream?.url, db);
 
     it("a conversation alternates between two replicas, each reading what the other stored; /healthz and /metrics report the store", async () => {
       upstream = await startFakeOpenAIServer({ respond: (request) => ({ text: `heard ${heard(request)}` }) });

@@ -234,7 +234,7 @@ describe("checkpoints and resume", () => {
       parameters: z.object({}),
       execute: (_args, { onProgress }) => {
         started++;
-        onProgress({ message: "working" });
+        onProgress?.({ progress: 1, message: "working" });
         return new Promise(() => {});
       },
     });

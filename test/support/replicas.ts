@@ -6,12 +6,32 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll } from "vitest";
+import { afterAll, expect } from "vitest";
 import type { FakeRequest } from "../../src/testing/fake-http.js";
+import type { Postgres } from "./postgres.js";
+import type { ServeProcess } from "./serve-process.js";
 
 const GATE_SERVER = new URL("./gate-mcp-server.mjs", import.meta.url).pathname;
 /** The password of every database URL: it must never be printed. */
 export const PASSWORD = "hunter2-not-printed";
+
+/** A fresh database's URL on `pg`, with the password. */
+export const databaseOf = async (pg: Postgres) =>
+  (await pg.database()).replace("agentloop@", `agentloop:${PASSWORD}@`);
+
+/** A replica's environment: the upstream at `upstreamUrl`, runs stored in `db`. */
+export const replicaEnv = (upstreamUrl: string | undefined, db: string) => ({
+  OPENAI_BASE_URL: upstreamUrl ?? "",
+  OPENAI_API_KEY: "sk-upstream",
+  AGENTLOOP_DB: db,
+});
+
+/** Stops the replicas (SIGTERM, those still running) and checks that none printed the password. */
+export async function stopAll(...servers: ServeProcess[]): Promise<void> {
+  for (const server of servers) if (server.child.exitCode === null) server.child.kill("SIGTERM");
+  for (const server of servers) await server.exited;
+  for (const server of servers) expect(server.stderr()).not.toContain(PASSWORD);
+}
 
 type WireMessage = { role: string; content: string | null; tool_call_id?: string };
 export const messagesOf = (request: FakeRequest) => (request.body.messages ?? []) as WireMessage[];
