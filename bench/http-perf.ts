@@ -17,6 +17,8 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
+import { assistantWithCalls, readChatStream } from "./chat-stream.ts";
+import { type HttpSamples, median } from "./section.ts";
 
 type Json = Record<string, unknown>;
 // biome-ignore lint/suspicious/noExplicitAny: a bench script drives three SDKs and two builds
@@ -147,30 +149,9 @@ function chatFloor(client: Any): Loop {
         stream_options: { include_usage: true },
         stream: true,
       });
-      let content = "";
-      const calls: { id: string; name: string; arguments: string }[] = [];
-      for await (const chunk of stream) {
-        const delta = chunk.choices[0]?.delta;
-        if (!delta) continue;
-        if (delta.content) content += delta.content;
-        for (const tc of delta.tool_calls ?? []) {
-          calls[tc.index] ??= { id: "", name: "", arguments: "" };
-          const call = calls[tc.index] as (typeof calls)[number];
-          if (tc.id) call.id = tc.id;
-          if (tc.function?.name) call.name += tc.function.name;
-          if (tc.function?.arguments) call.arguments += tc.function.arguments;
-        }
-      }
+      const { content, calls } = await readChatStream(stream);
       if (calls.length === 0) return content;
-      messages.push({
-        role: "assistant",
-        content: content || null,
-        tool_calls: calls.map((c) => ({
-          id: c.id,
-          type: "function",
-          function: { name: c.name, arguments: c.arguments },
-        })),
-      });
+      messages.push(assistantWithCalls(content, calls));
       for (const c of calls)
         messages.push({ role: "tool", tool_call_id: c.id, content: await runTool(c.arguments) });
     }
@@ -299,14 +280,7 @@ async function measure(name: string): Promise<{ wall: number; cpu: number }> {
 
 // Each variant runs right beside a run of its protocol's floor (alternately before and after it),
 // so that both see the same load on a shared machine; ratios are taken per pair.
-type Samples = {
-  wall: number[];
-  cpu: number[];
-  wallRatio: number[];
-  cpuRatio: number[];
-  wallAdded: number[];
-  cpuAdded: number[];
-};
+type Samples = HttpSamples;
 const samples: Record<string, Samples> = {};
 const others = names.filter((name) => !name.endsWith(" floor"));
 for (let round = 0; round < ROUNDS; round++) {
@@ -335,11 +309,6 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 upstream.stdin.end();
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-};
 if (values.json) {
   console.log(JSON.stringify({ n: N, rounds: ROUNDS, samples }));
   process.exit(0);

@@ -31,3 +31,13 @@ export function medianRange(values: readonly number[], digits = 2, unit = ""): s
   const f = (v: number) => `${v.toFixed(digits)}${unit}`;
   return `${f(median(values))} [${f(Math.min(...values))}-${f(Math.max(...values))}]`;
 }
+
+/** bench/http-perf.ts's samples of one variant, µs per request; ratios and added µs against the floor run beside it. */
+export interface HttpSamples {
+  wall: number[];
+  cpu: number[];
+  wallRatio: number[];
+  cpuRatio: number[];
+  wallAdded: number[];
+  cpuAdded: number[];
+}

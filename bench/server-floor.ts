@@ -12,6 +12,7 @@ import type { AddressInfo } from "node:net";
 import OpenAI from "openai";
 import { z } from "zod";
 import { builtinTools } from "../dist/tools/builtin/index.js";
+import { assistantWithCalls, readChatStream } from "./chat-stream.ts";
 
 const client = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: process.env.OPENAI_API_KEY });
 const MODEL = "gpt-4o-mini";
@@ -38,37 +39,12 @@ async function answer(
       { model: MODEL, messages, tools, stream: true, stream_options: { include_usage: true } },
       { signal },
     );
-    let content = "";
-    const calls: { id: string; name: string; arguments: string }[] = [];
-    for await (const chunk of stream) {
-      if (chunk.usage) {
-        usage.prompt_tokens += chunk.usage.prompt_tokens;
-        usage.completion_tokens += chunk.usage.completion_tokens;
-      }
-      const delta = chunk.choices[0]?.delta;
-      if (!delta) continue;
-      if (delta.content) {
-        content += delta.content;
-        onText(delta.content);
-      }
-      for (const tc of delta.tool_calls ?? []) {
-        calls[tc.index] ??= { id: "", name: "", arguments: "" };
-        const call = calls[tc.index] as (typeof calls)[number];
-        if (tc.id) call.id = tc.id;
-        if (tc.function?.name) call.name += tc.function.name;
-        if (tc.function?.arguments) call.arguments += tc.function.arguments;
-      }
-    }
+    const read = await readChatStream(stream, onText);
+    const { content, calls } = read;
+    usage.prompt_tokens += read.usage.prompt_tokens;
+    usage.completion_tokens += read.usage.completion_tokens;
     if (calls.length === 0) return { content, usage };
-    messages.push({
-      role: "assistant",
-      content: content || null,
-      tool_calls: calls.map((c) => ({
-        id: c.id,
-        type: "function",
-        function: { name: c.name, arguments: c.arguments },
-      })),
-    });
+    messages.push(assistantWithCalls(content, calls));
     for (const c of calls) {
       let result: string;
       try {

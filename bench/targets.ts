@@ -4,7 +4,7 @@
 import { fileURLToPath } from "node:url";
 import { FLOOR, type Heap, MODES, type Overhead } from "./overhead.ts";
 import { child } from "./processes.ts";
-import { median, medianRange, type Section, type TargetResult } from "./section.ts";
+import { type HttpSamples, median, medianRange, type Section, type TargetResult } from "./section.ts";
 import type { StoreResults } from "./store.ts";
 
 const script = (file: string) => fileURLToPath(new URL(file, import.meta.url));
@@ -113,20 +113,10 @@ export function heapTargets(sizes: number[], heap: Record<string, Record<number,
   ];
 }
 
-interface HttpSamples {
+interface HttpJson {
   n: number;
   rounds: number;
-  samples: Record<
-    string,
-    {
-      wall: number[];
-      cpu: number[];
-      wallRatio: number[];
-      cpuRatio: number[];
-      wallAdded: number[];
-      cpuAdded: number[];
-    }
-  >;
+  samples: Record<string, HttpSamples>;
 }
 
 /** bench/http-perf.ts (Chat Completions): the adapter and the agent against the floor on the same client. */
@@ -144,7 +134,7 @@ export function httpPart(n: number, rounds: number): Section {
         "--json",
       ]),
     ),
-  ) as HttpSamples;
+  ) as HttpJson;
   const rows = Object.entries(samples).map(
     ([name, s]) =>
       `| ${name.replace(/ new$/, "")} | ${medianRange(s.cpu, 0)} | ${medianRange(s.cpuRatio, 3, "x")} | ${medianRange(s.wall, 0)} | ${medianRange(s.wallRatio, 3, "x")} | ${medianRange(s.wallAdded, 0)} |`,
