@@ -4,13 +4,14 @@
 // Code splitting keeps what the commands import lazily (providers, MCP, the server, the stores)
 // in chunks loaded only when a command needs them. dist/cli-bundle/ is as deep as dist/cli/, so
 // main's `new URL("../../package.json", import.meta.url)` still finds the package.json.
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const outdir = join(root, "dist/cli-bundle");
+rmSync(outdir, { recursive: true, force: true }); // no chunk of an earlier build left behind
 
 const result = await build({
   absWorkingDir: root,
