@@ -1,17 +1,17 @@
 // The binary before any command: the Node.js version check, what `--help` loads, and what the
 // package ships (run `npm run build` first).
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
-import { CLI } from "./helpers.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
   bin: Record<string, string>;
+  dependencies: Record<string, string>;
   license: string;
   scripts: Record<string, string>;
 };
@@ -54,8 +54,18 @@ describe("agentloop on Node.js older than 22", () => {
   });
 });
 
-/** The project files a command loads, recorded by a module hook in the child process. */
-async function loadedModules(args: string[], env: Record<string, string> = {}): Promise<string[]> {
+/** The CLI unbundled: what tsc builds, which the bundle is made of. */
+const MAIN = join(ROOT, "dist/cli/main.js");
+
+/**
+ * What a command loads, relative to the project: the files (recorded by a module hook in the child
+ * process) and the modules in them. A file of the CLI bundle (dist/cli-bundle/) holds many modules,
+ * each under a comment naming it (`// dist/cli/run.js`, `// node_modules/openai/client.mjs`).
+ */
+async function loadedModules(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ files: string[]; modules: string[] }> {
   const file = join(mkdtempSync(join(tmpdir(), "agentloop-loads-")), "loads.txt");
   const hook = `
     import { registerHooks } from "node:module";
@@ -73,19 +83,38 @@ async function loadedModules(args: string[], env: Record<string, string> = {}): 
     },
   );
   await new Promise((resolve) => child.on("close", resolve));
-  return readFileSync(file, "utf8")
-    .split("\n")
-    .filter((url) => url.startsWith("file:"))
-    .map((url) => fileURLToPath(url).slice(ROOT.length));
+  const files = [
+    ...new Set(
+      readFileSync(file, "utf8")
+        .split("\n")
+        .filter((url) => url.startsWith("file:"))
+        .map((url) => fileURLToPath(url).slice(ROOT.length)),
+    ),
+  ];
+  const modules = files.flatMap((path) =>
+    path.startsWith("dist/cli-bundle/")
+      ? [...readFileSync(join(ROOT, path), "utf8").matchAll(/^\/\/ ((?:dist|node_modules)\/\S+)$/gm)].map(
+          (m) => m[1] as string,
+        )
+      : [path],
+  );
+  return { files, modules };
 }
+
+/** The packages among loaded paths, e.g. "openai" for node_modules/openai/client.mjs. */
+const packagesOf = (paths: string[]) =>
+  [...new Set(paths.flatMap((path) => /^node_modules\/((@[^/]+\/)?[^/]+)\//.exec(path)?.[1] ?? []))].sort();
 
 describe("agentloop start-up", () => {
   it.each(["--help", "--version", "run --help"])(
     "`agentloop %s` loads only commander and the CLI entry",
     async (command) => {
-      const loaded = await loadedModules(command.split(" "));
-      expect(loaded).toContain("dist/cli/main.js");
-      const others = loaded.filter(
+      const { files, modules } = await loadedModules(command.split(" "));
+      // The bin, then the bundle: no file of dist/ outside it, none of node_modules.
+      expect(files).toContain("dist/cli-bundle/main.js");
+      expect(files.filter((path) => !/^dist\/cli\/bin\.js$|^dist\/cli-bundle\//.test(path))).toEqual([]);
+      expect(modules).toContain("dist/cli/main.js");
+      const others = modules.filter(
         (path) =>
           !/^(dist\/cli\/(bin|main|render)\.js|dist\/core\/errors\.js|node_modules\/commander\/.*)$/.test(
             path,
@@ -96,32 +125,66 @@ describe("agentloop start-up", () => {
   );
 
   it("loads a command's modules when the command runs", async () => {
-    const loaded = await loadedModules(["run", "hi"]); // no API key: exits 2 after loading `run`
-    expect(loaded).toContain("dist/cli/run.js");
-    expect(loaded.some((path) => path.startsWith("dist/models/openai-chat"))).toBe(false);
-    expect(loaded.some((path) => path.startsWith("dist/server/"))).toBe(false);
+    const { modules } = await loadedModules(["run", "hi"]); // no API key: exits 2 after loading `run`
+    expect(modules).toContain("dist/cli/run.js");
+    expect(modules.some((path) => path.startsWith("dist/models/openai-chat"))).toBe(false);
+    expect(modules.some((path) => path.startsWith("dist/server/"))).toBe(false);
   });
 
-  it("`agentloop run` without MCP servers loads only commander and the provider's SDK: no zod, MCP SDK or tokenizer", async () => {
+  it("`agentloop run` without MCP servers loads only commander and the provider's SDK, both from the bundle: no zod, MCP SDK or tokenizer", async () => {
     const server = await startFakeOpenAIServer({ respond: [{ text: "hello" }] });
     try {
       const env = { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test", AGENTLOOP_MODEL: "gpt-4o-mini" };
-      const loaded = await loadedModules(["run", "hi"], env);
+      const { files, modules } = await loadedModules(["run", "hi"], env);
       expect(server.requests).toHaveLength(1);
-      const packages = new Set(
-        loaded.flatMap((path) => /^node_modules\/((@[^/]+\/)?[^/]+)\//.exec(path)?.[1] ?? []),
-      );
-      expect([...packages].sort()).toEqual(["commander", "openai"]);
+      expect(packagesOf(modules)).toEqual(["commander", "openai"]);
+      expect(packagesOf(files)).toEqual([]); // not one file read from node_modules
     } finally {
       await server.close();
     }
   });
 
-  it("runs the same through the package's bin and through dist/cli/main.js", () => {
-    const viaBin = spawnSync(process.execPath, [BIN, "--version"], { encoding: "utf8" });
-    const viaMain = spawnSync(process.execPath, [CLI, "--version"], { encoding: "utf8" });
-    expect(viaBin.stdout).toMatch(/^\d+\.\d+\.\d+\n$/);
-    expect(viaBin).toMatchObject({ status: 0, stdout: viaMain.stdout, stderr: "" });
+  it("runs the same through the package's bin (the bundle) and through dist/cli/main.js", () => {
+    for (const args of [
+      ["--version"],
+      ["--help"],
+      ["run", "--help"],
+      ["run", "--max-iterations", "0", "hi"],
+    ]) {
+      const viaBin = spawnSync(process.execPath, [BIN, ...args], { encoding: "utf8", env: {} });
+      const viaMain = spawnSync(process.execPath, [MAIN, ...args], { encoding: "utf8", env: {} });
+      expect(viaBin.stdout + viaBin.stderr).not.toBe("");
+      expect(viaBin).toMatchObject({
+        status: viaMain.status,
+        stdout: viaMain.stdout,
+        stderr: viaMain.stderr,
+      });
+    }
+    expect(spawnSync(process.execPath, [BIN, "--version"], { encoding: "utf8" }).stdout).toMatch(
+      /^\d+\.\d+\.\d+\n$/,
+    );
+  });
+
+  it("the CLI bundle imports only Node.js modules and the dependencies left out of it", () => {
+    const dir = join(ROOT, "dist/cli-bundle");
+    const specifiers = new Set(
+      readdirSync(dir)
+        .filter((name) => name.endsWith(".js"))
+        .flatMap((name) =>
+          // `import ... from "x";` (or `} from "x";` ending one over several lines), `import "x";`, `import("x")`
+          [
+            ...readFileSync(join(dir, name), "utf8").matchAll(
+              /^(?:(?:import|export|\}).* from "([^"]+)";|import "([^"]+)";)$|\bimport\("([^"]+)"\)/gm,
+            ),
+          ].map((m) => (m[1] ?? m[2] ?? m[3]) as string),
+        ),
+    );
+    expect(specifiers).toContain("node:fs");
+    const external = [...specifiers].filter((s) => !s.startsWith("node:") && !s.startsWith("./"));
+    const packages = [...new Set(external.map((s) => /^(@[^/]+\/)?[^/]+/.exec(s)?.[0] as string))].sort();
+    // Each is a dependency, so an installed agentloop finds it; the rest of the CLI is in the bundle.
+    expect(packages).toEqual(["cross-spawn", "pg", "zod"]);
+    for (const name of packages) expect(pkg.dependencies).toHaveProperty([name]);
   });
 });
 
@@ -145,6 +208,8 @@ describe("the published package", () => {
   it("ships no source map that points at a file outside the package", () => {
     const files = packed();
     expect(files.has("dist/cli/main.js")).toBe(true);
+    expect(files.has("dist/cli-bundle/main.js")).toBe(true);
+    expect(files.has("dist/cli-bundle/THIRD_PARTY_LICENSES.txt")).toBe(true);
     expect(files.has(pkg.bin.agentloop?.replace(/^\.\//, "") as string)).toBe(true);
     const dangling: string[] = [];
     for (const path of files) {

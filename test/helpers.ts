@@ -1,7 +1,11 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-export const CLI = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
+/**
+ * The package's bin, which runs the CLI bundle (dist/cli-bundle/, built by scripts/bundle-cli.mjs):
+ * the suite tests what users run. dist/cli/main.js, the same CLI unbundled, works the same.
+ */
+export const CLI = fileURLToPath(new URL("../dist/cli/bin.js", import.meta.url));
 
 export interface CliRun {
   code: number | null;
@@ -9,7 +13,7 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs the built `agentloop` binary with a clean environment plus `env`. */
+/** Runs the built `agentloop` binary (the bundle, through the bin) with a clean environment plus `env`. */
 export function runCli(
   args: string[],
   options: {

@@ -13,7 +13,11 @@ if (major < 22) {
   // Node.js keeps the compiled code of the CLI and its dependencies on disk (its compile cache, in
   // the temp folder, or NODE_COMPILE_CACHE), so later starts skip most of the parsing.
   module.enableCompileCache?.();
-  import("./main.js").catch((error) => {
+  // The CLI as one bundle (scripts/bundle-cli.mjs, part of `npm run build`): reading and compiling
+  // one file instead of hundreds starts it sooner. It runs the same code as ./main.js. (A computed
+  // specifier: the bundle exists only in dist/, not next to this source file.)
+  const bundle = "../cli-bundle/main.js";
+  import(bundle).catch((error) => {
     process.stderr.write(
       `agentloop: cannot start: ${error instanceof Error ? error.message : String(error)}\n`,
     );
