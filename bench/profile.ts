@@ -20,16 +20,22 @@ const PROFILER = /^\S+ node:inspector:/;
 /**
  * Self time by function, heaviest first, `top` lines of "share%  function file:line" (paths from
  * the package's dist/ or node_modules/). With `skipStartup`, module loading and idle time are left
- * out and the shares are of the rest.
+ * out and the shares are of the rest. With `byFile`, by file (native work by its name).
  */
-export function selfTimes(profile: CpuProfile, top: number, { skipStartup = false } = {}): string {
+export function selfTimes(
+  profile: CpuProfile,
+  top: number,
+  { skipStartup = false, byFile = false } = {},
+): string {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const self = new Map<string, number>();
   profile.samples.forEach((id, i) => {
     const frame = byId.get(id)?.callFrame;
     if (!frame) return;
     const where = frame.url.replace(/^file:\/\/.*?\/(dist|node_modules)\//, "$1/");
-    const key = `${frame.functionName || "(anonymous)"} ${where}:${frame.lineNumber + 1}`;
+    const key = byFile
+      ? where || frame.functionName
+      : `${frame.functionName || "(anonymous)"} ${where}:${frame.lineNumber + 1}`;
     self.set(key, (self.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0));
   });
   const kept = [...self].filter(([key]) => !PROFILER.test(key) && !(skipStartup && STARTUP.test(key)));
