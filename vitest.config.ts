@@ -4,5 +4,6 @@ export default defineConfig({
   test: {
     include: ["src/**/*.test.ts", "test/**/*.test.ts"],
     testTimeout: 20_000,
+    globalSetup: ["test/support/temp-dir.ts"],
   },
 });

@@ -166,11 +166,12 @@ LangGraph \`stream\` with \`streamMode: "messages"\`). agentloop runs with its d
 peers' step limits are. The ${FLOOR} is what a careful hand-written loop does: it keeps the history,
 parses each call's arguments and validates them with the tool's zod schema, awaits the tool, and has no
 guards, timeouts, budgets or pruning. Frameworks are interleaved round by round in one process; a sample
-is CPU time (user + system of the process) after a full GC; tables give median [min-max]. Sharing the
-process has a price: the peers exercise Node's own JS internals (streams, timers, AbortSignal, event
-targets) in their own ways, and agentloop, which uses them too, runs up to about twice slower at some N
-next to them than alone; so the in-process target is judged with agentloop and the floor alone in a
-process ("agentloop against the hand-written loop, alone in a process").
+is CPU time (user + system of the process) after a full GC, so that no framework's garbage is collected
+in another's sample; tables give median [min-max]. Both have a price for agentloop: the peers exercise
+Node's own JS internals (streams, timers, AbortSignal, event targets) in their own ways, and a full GC
+with no run alive makes V8 drop agentloop's optimised code (see "alone in a process" below), so its rows
+here are two to three times its cost alone; the in-process target is judged with agentloop and the floor
+alone in a process, with no GC forced ("agentloop against the hand-written loop, alone in a process").
 
 Over HTTP, under load, at cold start and with stores, each section says how it measures; every
 comparison there is interleaved too, with the other side (upstream, load generator, database) in its own

@@ -40,10 +40,14 @@ export function loopPart(sizes: number[], rounds: number): Section {
   const markdown = `### agentloop against the hand-written loop, alone in a process (bench/loop-profile.ts)
 
 The same workload, fake model and ${FLOOR} as above, only the two of them in a fresh process,
-interleaved (the order alternating), ${rounds} rounds; a sample is the same number of runs of each after
-a full GC, CPU µs per iteration; the ratio is taken per round. This is where the in-process target is
-judged: in the process shared with the peers, agentloop pays for their use of Node's own JS internals
-(streams, timers, AbortSignal, which it uses too), up to twice its cost here at some N.
+interleaved (the order alternating), ${rounds} rounds; a sample is the same number of runs of each, CPU
+µs per iteration (the GC's threads included), with no GC forced before it; the ratio is taken per round.
+This is where the in-process target is judged: in the process shared with the peers, agentloop pays for
+their use of Node's own JS internals (streams, timers, AbortSignal, which it uses too), and for the full
+GC forced before each sample there: with no run alive, such a GC frees object shapes agentloop's
+optimised code relies on, and V8 throws the code away (\`--trace-deopt\`: "embedded weak objects
+cleared"), which costs agentloop 2-3x and the floor nothing (\`node --expose-gc bench/loop-profile.ts
+--gc-per-sample\` shows it). A process running for real seldom runs a full GC with no run alive.
 
 | mode | N | ${FLOOR} µs | agentloop µs | agentloop / ${FLOOR} |
 | --- | ---: | ---: | ---: | ---: |
