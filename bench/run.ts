@@ -3,7 +3,7 @@
 // comparison on one machine, never assertions; the targets table judges the issue's targets from
 // the numbers measured here.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { httpPeers } from "./http-peers.ts";
 import { missedNotes } from "./missed.ts";
@@ -55,7 +55,7 @@ sections.push(overheadMarkdown(overhead));
 const alone = await part("agentloop and the floor alone", () =>
   loopPart(
     SIZES.filter((n) => n >= 100),
-    quick ? 3 : 15,
+    quick ? 3 : 41,
   ),
 );
 sections.push(alone.markdown);
@@ -130,12 +130,20 @@ writeFileSync(
   new URL("./results/overhead.svg", import.meta.url),
   chart(chartData(overhead, "non-streaming"), SIZES),
 );
-const versions = JSON.parse(
-  execFileSync("npm", ["ls", "--json", "--depth=0"], {
-    cwd: new URL(".", import.meta.url),
-    encoding: "utf8",
-  }),
-).dependencies as Record<string, { version: string }>;
+// The versions installed of the packages bench/package.json names (not whatever else is in its node_modules).
+const declared = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as {
+  devDependencies: Record<string, string>;
+};
+const versions = Object.fromEntries(
+  Object.entries(
+    JSON.parse(
+      execFileSync("npm", ["ls", "--json", "--depth=0"], {
+        cwd: new URL(".", import.meta.url),
+        encoding: "utf8",
+      }),
+    ).dependencies as Record<string, { version: string }>,
+  ).filter(([name]) => name in declared.devDependencies),
+);
 const minutes = (performance.now() - started) / 60_000;
 const report = `# Benchmarks
 
