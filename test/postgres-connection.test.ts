@@ -155,7 +155,7 @@ describe.skipIf(skipReason !== undefined)(
       dir = mkdtempSync(join(tmpdir(), "agentloop-tls-"));
     }, 60_000);
     afterAll(async () => {
-      rmSync(dir, { recursive: true, force: true });
+      if (dir) rmSync(dir, { recursive: true, force: true });
       await pg?.stop();
     });
 

@@ -90,6 +90,10 @@ function signalServer(data: string, signal: NodeJS.Signals): void {
   }
 }
 
+/** util-linux's runuser, found even where PATH leaves out the sbin folders. */
+const RUNUSER =
+  ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"].find((path) => existsSync(path)) ?? "runuser";
+
 export async function startPostgres(options: { tls?: boolean } = {}): Promise<Postgres> {
   if (bin === undefined) throw new Error(skipReason);
   const dir = mkdtempSync(join(tmpdir(), "agentloop-pg-"));
@@ -105,7 +109,7 @@ export async function startPostgres(options: { tls?: boolean } = {}): Promise<Po
   const pg = (tool: string, args: string[]) =>
     nobody === undefined
       ? run(join(bin, tool), args)
-      : run("runuser", ["-u", "nobody", "--", join(bin, tool), ...args]);
+      : run(RUNUSER, ["-u", "nobody", "--", join(bin, tool), ...args]);
   const port = await freePort();
   await pg("initdb", ["-D", data, "-U", "agentloop", "--auth=trust", "-E", "UTF8", "--no-sync"]);
   let serverOptions = `-h 127.0.0.1 -p ${port} -k ${dir} -F -c max_connections=200`;
