@@ -5,7 +5,7 @@
 // $BROWSER and a scripted model (a fake OpenAI server) that calls every tool it is offered once.
 // Needs `npm run build`.
 import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -65,5 +65,6 @@ const child = spawn("script", ["-qfec", command, "/dev/null"], {
 });
 child.on("close", async (code) => {
   await model.close();
+  rmSync(dir, { recursive: true, force: true });
   process.exit(code ?? 1);
 });
