@@ -208,8 +208,10 @@ of agentloop's own code is the steadier figure of the two.`,
     why: `With 10,000 runs parked on a 50 ms model, a third of the CPU is the garbage collector: every
 run allocates about 9.6 KB from its start to its end where the floor allocates 5.4 KB, and keeps
 4.2 KB alive while it waits (the heap row), so each scavenge copies more survivors and the old
-generation fills sooner. The rest is the per-run work: the run state, the run's options, its
-AbortController, the result. Fewer and smaller per-run objects (below) close both this and the heap.`,
+generation fills sooner. The generator is not the cause: the callback-driven prototype (see the heap
+note) ran 0.55 of the floor's runs per second against 0.56 for the generator in the same measurement.
+What would close it is allocating and keeping less per run: the same changes as for the heap, and
+per iteration the step record and the pending calls' arrays made only when needed.`,
   },
   "concurrency heap": {
     profile: () =>
@@ -234,14 +236,17 @@ AbortController, the result. Fewer and smaller per-run objects (below) close bot
         .join("\n\n"),
     why: `The snapshot diffs above name what a parked run holds, objects by their properties and the
 rest by what holds them. The hand-written loop written as a generator (second diff) holds 2.8 KB, of
-which about 2.6 KB is the machinery of any loop suspended in a generator on a model's async
-generator: its frame's registers, the generator objects, and the promises, closures and contexts of
-the pending awaits. agentloop's suspended frame and promises cost the same; on top it keeps the run
-as a value (the state, its usage, steps, guards and allowed tools, about 450 bytes), the run's loop
-(its options, signal, context-window memo: about 350 bytes), the run's AbortController and the
-handle. Under 3 KB would take a loop not suspended in a generator while nobody reads its events
-(driven by callbacks: no frame, no generator), which would give back about 800 bytes, and the small
-objects folded into the run.`,
+which about 2.6 KB is the machinery of a loop suspended on a model's async generator: the frames'
+registers, the generator objects, and the promises, closures and contexts of the pending awaits.
+That machinery is not what agentloop could save: a prototype that drives a run nobody listens to with
+promise callbacks instead of its generator (branch cb-experiment, not merged) held 4,066 bytes per
+parked run against 4,155, and ran as many runs per second. The other 1.3 KB is the run's data: its
+loop object (the agent's options, tool specs, prompt and limits copied per run, the signal, the
+memo: about 190 bytes), the run state with its usage, steps, guards and allowed tools (about 450),
+the context memo's two objects (160), the run's AbortController (about 110), the handle and its sink
+(about 150), the run id. Under 3 KB would take a third of that: what an agent's runs share held once
+and pointed to, the memo's two objects made one, the guard state made when a guard first counts (a
+change of the stored state's shape), the AbortController made only when something reads the signal.`,
   },
   "concurrency rss": {
     why: `The process's RSS is the live heap of the parked runs (about the per-session heap above times
