@@ -63,23 +63,21 @@ export abstract class Waiter {
 
 /**
  * One run's pending calls: one abort listener for all of them, added with the first; none when
- * the run's owner calls `abortAll` after aborting (`listen` false).
+ * the run's owner calls `abortAll` after aborting (`needsListener` false).
  */
 export class RunWaiters {
   private head: Waiter | undefined = undefined;
-  private listening: boolean;
 
   constructor(
     readonly signal: AbortSignal,
-    listen: boolean,
-  ) {
-    this.listening = !listen;
-  }
+    /** Whether the abort listener is still to be added (with the first call). */
+    private needsListener: boolean,
+  ) {}
 
   add(waiter: Waiter): void {
-    if (!this.listening) {
+    if (this.needsListener) {
       // The run's signal is its own (or a composite made for it), so the listener goes with the run.
-      this.listening = true;
+      this.needsListener = false;
       this.signal.addEventListener("abort", () => this.abortAll(), { once: true });
     }
     waiter.nextRun = this.head;
