@@ -5,22 +5,13 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postgresStore, type SessionStore, StoreError } from "../src/store/index.js";
+import { postgresStore, type SessionStore } from "../src/store/index.js";
 import { runCli } from "./helpers.js";
-import { type Postgres, skipReason, startPostgres } from "./support/postgres.js";
+import { type Postgres, skipReason, startPostgres, storeRejection } from "./support/postgres.js";
 
 const PASSWORD = "s3cret-pw";
 
-async function rejection(promise: Promise<unknown>): Promise<StoreError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(StoreError);
-  expect((error as StoreError).message).not.toContain("\n");
-  expect((error as StoreError).message).not.toContain(PASSWORD);
-  return error as StoreError;
-}
+const rejection = (promise: Promise<unknown>) => storeRejection(promise, PASSWORD);
 
 /** A TCP server that accepts connections and never says a word (a frozen postmaster, a wrong service). */
 async function silentServer(): Promise<{ port: number; close(): Promise<void> }> {

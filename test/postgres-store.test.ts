@@ -3,20 +3,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { postgresStore, type SessionHandle, type SessionStore, StoreError } from "../src/store/index.js";
-import { type Postgres, skipReason, startPostgres } from "./support/postgres.js";
+import { postgresStore, type SessionHandle, type SessionStore, type StoreError } from "../src/store/index.js";
+import { type Postgres, skipReason, startPostgres, storeRejection } from "./support/postgres.js";
 
 const STORE = new URL("../dist/store/index.js", import.meta.url).href;
 
-async function rejection(promise: Promise<unknown>): Promise<StoreError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(StoreError);
-  expect((error as StoreError).message).not.toContain("\n");
-  return error as StoreError;
-}
+const rejection = storeRejection;
 
 /** A process that holds `sessionId` with a short lease, stores a running run, prints "held" and stays. */
 function holdInChild(url: string, sessionId: string, leaseMs: number): Promise<ChildProcess> {

@@ -18,6 +18,13 @@ import { peerEntries, peerResponse } from "./support/peer-recordings.js";
 
 const Weather = z.object({ city: z.string(), celsius: z.number() });
 const PARIS = '{"city":"Paris","celsius":21}';
+/** `Weather` as both OpenAI APIs receive it: strict JSON Schema. */
+const STRICT_WEATHER = {
+  type: "object",
+  properties: { city: { type: "string" }, celsius: { type: "number" } },
+  required: ["city", "celsius"],
+  additionalProperties: false,
+};
 
 const lookup = defineTool({
   name: "lookup",
@@ -258,12 +265,7 @@ describe("outputSchema on the wire", () => {
       json_schema: {
         name: "final_output",
         strict: true,
-        schema: {
-          type: "object",
-          properties: { city: { type: "string" }, celsius: { type: "number" } },
-          required: ["city", "celsius"],
-          additionalProperties: false,
-        },
+        schema: STRICT_WEATHER,
       },
     });
     // Native: the system prompt does not repeat the schema.
@@ -294,12 +296,7 @@ describe("outputSchema on the wire", () => {
         type: "json_schema",
         name: "final_output",
         strict: true,
-        schema: {
-          type: "object",
-          properties: { city: { type: "string" }, celsius: { type: "number" } },
-          required: ["city", "celsius"],
-          additionalProperties: false,
-        },
+        schema: STRICT_WEATHER,
       },
     });
 
@@ -349,12 +346,7 @@ describe("outputSchema on the wire", () => {
     expect(body.output_config).toEqual({
       format: {
         type: "json_schema",
-        schema: {
-          type: "object",
-          properties: { city: { type: "string" }, celsius: { type: "number" } },
-          required: ["city", "celsius"],
-          additionalProperties: false,
-        },
+        schema: STRICT_WEATHER,
       },
     });
     expect(body).not.toHaveProperty("tool_choice");

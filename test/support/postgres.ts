@@ -16,6 +16,8 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { expect } from "vitest";
+import { StoreError } from "../../src/store/index.js";
 
 const run = promisify(execFile);
 
@@ -155,4 +157,19 @@ export async function startPostgres(options: { tls?: boolean } = {}): Promise<Po
       }
     },
   };
+}
+
+/**
+ * The StoreError `promise` rejects with, checked to be one line (and, given `secret`, not to
+ * contain it): how every store failure reaches a person.
+ */
+export async function storeRejection(promise: Promise<unknown>, secret?: string): Promise<StoreError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(StoreError);
+  expect((error as StoreError).message).not.toContain("\n");
+  if (secret) expect((error as StoreError).message).not.toContain(secret);
+  return error as StoreError;
 }
