@@ -52,6 +52,8 @@ function buildSchemas(z: Zod) {
     elicitation: z.enum(["ask", "accept-defaults", "decline"]).optional(),
     /** Where sessions are stored: a SQLite file path (SPEC section 9). */
     db: z.string().min(1).optional(),
+    /** `agentloop serve`: `store` false stores no run. */
+    serve: z.strictObject({ store: z.boolean().optional() }).optional(),
     /** Claude Desktop and Cursor call it `mcpServers`, VS Code's mcp.json `servers`. */
     mcpServers: serverEntries.optional(),
     servers: serverEntries.optional(),
