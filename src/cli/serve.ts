@@ -3,6 +3,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import { serve } from "@hono/node-server";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import { createApp } from "../server/app.js";
+import { type ClientKey, clientKeysProblem, DEFAULT_OWNER } from "../server/owners.js";
 import type { SessionStore } from "../store/types.js";
 import type { CliFlags, Settings } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
@@ -112,7 +113,15 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
       "--no-auth contradicts AGENTLOOP_API_KEY, which is set: drop one of them.",
     );
   }
-  if (!loopback && !apiKey && flags.auth !== false) {
+  const configured = await settingsFrom(flags);
+  const keys = clientKeys(configured);
+  if (flags.auth === false && keys.length > 0) {
+    throw new AgentloopError(
+      "config",
+      `--no-auth contradicts "serve": {"keys"} in ${configured.configFile ?? "agentloop.json"}: drop one of them.`,
+    );
+  }
+  if (!loopback && !apiKey && keys.length === 0 && flags.auth !== false) {
     throw new AgentloopError(
       "config",
       `--host ${host} lets other machines run the agent: set AGENTLOOP_API_KEY (clients send it as a Bearer token), or pass --no-auth to serve without one.`,
@@ -120,7 +129,6 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   }
   const corsOrigins = flags.cors === undefined ? [] : parseCorsOrigins(flags.cors);
   const drainMs = (flags.drainTimeout ?? DEFAULT_DRAIN_SECONDS) * 1000;
-  const configured = await settingsFrom(flags);
   // Nobody can be asked: a server's request for input is declined unless the config says otherwise.
   const onElicitation = cliElicitation({
     mode: configured.elicitation,
@@ -153,6 +161,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     ...(store && { store }),
     ...(flags.resumeOrphans && { resumeOrphans: { everyMs: Math.min(5_000, Math.max(250, leaseMs / 3)) } }),
     ...(apiKey && { apiKey }),
+    ...(keys.length > 0 && { keys }),
     ...(loopback && { allowedHosts: ["127.0.0.1", "localhost", "[::1]", urlHost(host)] }),
     corsOrigins,
     secrets: [settings.apiKey, process.env.OPENAI_API_KEY, process.env.ANTHROPIC_API_KEY].filter(
@@ -178,7 +187,12 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
       ? `agentloop: runs stored in ${describeStore(settings.db.location)} (${settings.db.from}): /v1/runs/{id}/approvals and /resume continue them${flags.resumeOrphans ? "; interrupted runs are resumed here by themselves" : ""}\n`
       : `agentloop: runs are not stored (${storeOff(flags, settings)}): previous_response_id, sessions, approvals and resume answer 501\n`,
   );
-  if (!loopback && !apiKey) {
+  if (keys.length > 0) {
+    process.stderr.write(
+      `agentloop: ${keys.length} client key${keys.length === 1 ? "" : "s"} (${keys.map((k) => k.name).join(", ")}${apiKey ? `, and AGENTLOOP_API_KEY as '${DEFAULT_OWNER}'` : ""}): each client sees only its own runs and sessions\n`,
+    );
+  }
+  if (!loopback && !apiKey && keys.length === 0) {
     process.stderr.write(
       `agentloop: warning: --no-auth: anyone who can reach ${urlHost(host)}:${port} can run the agent and its tools.\n`,
     );
@@ -223,6 +237,15 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   });
   await close();
   return 0;
+}
+
+/** The config's `"serve": {"keys"}`, checked. */
+function clientKeys(settings: Settings): ClientKey[] {
+  const keys = settings.serve?.keys ?? [];
+  const problem = clientKeysProblem(keys);
+  if (problem)
+    throw new AgentloopError("config", `${settings.configFile ?? "agentloop.json"}: serve.${problem}`);
+  return keys;
 }
 
 /** What turned the store off (`--no-store` or config `"serve": {"store": false}`), if anything. */
