@@ -15,7 +15,7 @@ import { createResponse } from "./responses.js";
 import { continueRun, getRun } from "./run-routes.js";
 import { RunTracker } from "./runs.js";
 import { measuredStore, pingStore } from "./store-metrics.js";
-import { WEB_PAGE, WEB_PAGE_CSP } from "./web-page.js";
+import { FAVICON_SVG, WEB_PAGE, WEB_PAGE_CSP } from "./web-page.js";
 
 export interface ServerOptions {
   /** Agents served as models, by model id, in the order `/v1/models` lists them; a request without `model` goes to the first. */
@@ -109,7 +109,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /**
  * The agents as an OpenAI-compatible API (SPEC section 6) plus a web chat at `/`, as a Hono
  * app: serve it with @hono/node-server, or call `app.request()` in tests. Routes:
- * `GET /` (web chat), `GET /healthz`, `GET /metrics` (Prometheus), and, behind the API key,
+ * `GET /` (web chat), `GET /favicon.ico`, `GET /healthz`, `GET /metrics` (Prometheus), and, behind the API key,
  * `GET /v1/models`, `GET /v1/models/:id`, `POST /v1/chat/completions`, `POST /v1/responses`
  * (the Responses API, see `createResponse`), `GET /v1/runs/:runId`,
  * `POST /v1/runs/:runId/approvals` and `POST /v1/runs/:runId/resume`. Every response carries
@@ -151,6 +151,10 @@ export function createApp(options: ServerOptions): AgentServer {
   app.use("/v1/*", jsonBody);
 
   app.get("/", (c) => c.html(WEB_PAGE, 200, { "content-security-policy": WEB_PAGE_CSP }));
+  // Browsers ask for it whatever the page says (for a JSON response viewed in a tab, say).
+  app.get("/favicon.ico", (c) =>
+    c.body(FAVICON_SVG, 200, { "content-type": "image/svg+xml", "cache-control": "max-age=86400" }),
+  );
   // Ready when not draining and the store (if any) answers: a load balancer sends nothing to a replica that cannot store runs.
   app.get("/healthz", async (c) => {
     if (draining) return c.json({ status: "draining" }, 503);
