@@ -1,4 +1,7 @@
+import { mkdtempSync } from "node:fs";
 import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
@@ -108,7 +111,8 @@ describe("agentloop serve", () => {
     blocker = busy;
     await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve));
     const port = String((busy.address() as { port: number }).port);
-    const inUse = await runCli(["serve", "--port", port], { env });
+    const cwd = mkdtempSync(join(tmpdir(), "agentloop-serve-"));
+    const inUse = await runCli(["serve", "--port", port], { env, cwd });
     expect(inUse.code).toBe(2);
     expect(inUse.stderr).toBe(
       `agentloop: --port ${port} is in use on 127.0.0.1: pass another --port (0 picks a free one).\n`,
@@ -116,6 +120,7 @@ describe("agentloop serve", () => {
 
     const nowhere = await runCli(["serve", "--port", "0", "--host", "no-such-host.invalid"], {
       env: { ...env, AGENTLOOP_API_KEY: LOCAL_KEY },
+      cwd,
     });
     expect(nowhere.code).toBe(2);
     expect(nowhere.stderr).toMatch(
@@ -149,6 +154,33 @@ describe("agentloop serve, refusing requests from elsewhere", () => {
     for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`]) {
       expect((await rawRequest(url, { path: "/v1/models", headers: { host } })).status, host).toBe(200);
     }
+  });
+
+  it("binds an IPv6 loopback written bare or in brackets, prints a URL that works, and takes [::1]:port as its own Host and Origin", async () => {
+    upstream = await startFakeOpenAIServer({ respond: () => ({ text: "over IPv6" }) });
+    const env = { OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: UPSTREAM_KEY };
+    for (const host of ["[::1]", "::1"]) {
+      const serve = startServe(env, ["--host", host]);
+      const url = await serve.url();
+      expect(url, host).toMatch(/^http:\/\/\[::1\]:\d+$/);
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 });
+      const completion = await client.chat.completions.create({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: "hi" }],
+      });
+      expect(completion.choices[0]?.message.content).toBe("over IPv6");
+      // The web chat's own requests: Host and Origin both [::1]:port.
+      const own = await fetch(`${url}/v1/models`, { headers: { origin: url } });
+      expect(own.status, host).toBe(200);
+      const { port } = new URL(url);
+      const evil = await rawRequest(url, { path: "/v1/models", headers: { host: `evil.example:${port}` } });
+      expect(evil.status).toBe(403);
+      serve.child.kill("SIGTERM");
+      expect(await serve.exited).toBe(0);
+    }
+    const bad = await runCli(["serve", "--port", "0", "--host", "[localhost]"], { env });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^agentloop: --host \[localhost\]: brackets hold an IPv6 address[^\n]*\n$/);
   });
 
   it("refuses cross-origin browser requests (403) unless --cors allows the origin", async () => {

@@ -114,33 +114,50 @@ describe("agentloop serve with a store", () => {
     expect(await second.exited).toBe(0);
   });
 
-  it('stores nothing without AGENTLOOP_DB or config "db" (the runs endpoints say how to get a store), and stores where config "db" says', async () => {
+  it('stores where run --session does by default (.agentloop/agentloop.db), nothing with --no-store or config "serve": {"store": false} (the runs endpoints say how to get a store), and where config "db" says', async () => {
     upstream = await startFakeOpenAIServer({ respond: () => ({ text: "hi" }) });
     const env = { OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: "sk-upstream" };
-    const chat = (url: string) =>
+    const chat = (url: string, headers: Record<string, string> = {}) =>
       fetch(`${url}/v1/chat/completions`, {
         method: "POST",
-        headers: { "content-type": "application/json" },
+        headers: { "content-type": "application/json", ...headers },
         body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
       });
 
-    const plain = mkdtempSync(join(tmpdir(), "agentloop-serve-nostore-"));
-    const bare = startServe(env, [], plain);
-    const url = await bare.url();
-    const { id } = (await (await chat(url)).json()) as { id: string };
-    const approvals = await fetch(`${url}/v1/runs/${id}/approvals`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ approve: "all" }),
+    const plain = mkdtempSync(join(tmpdir(), "agentloop-serve-default-"));
+    const embedded = startServe(env, [], plain);
+    const url0 = await embedded.url();
+    await embedded.waitFor(/runs stored in \S+\.agentloop\/agentloop\.db \(the default\)/);
+    const first = (await (await chat(url0, { "x-agentloop-session": "s1" })).json()) as { id: string };
+    expect(await (await fetch(`${url0}/v1/runs/${first.id}`)).json()).toMatchObject({
+      sessionId: "s1",
+      status: "completed",
     });
-    expect(approvals.status).toBe(501);
-    expect(((await approvals.json()) as { error: { message: string } }).error.message).toContain(
-      "AGENTLOOP_DB",
-    );
-    bare.child.kill("SIGTERM");
-    expect(await bare.exited).toBe(0);
-    expect(existsSync(join(plain, ".agentloop"))).toBe(false);
-    expect(bare.stderr()).not.toContain("runs stored");
+    embedded.child.kill("SIGTERM");
+    expect(await embedded.exited).toBe(0);
+    expect(existsSync(join(plain, ".agentloop", "agentloop.db"))).toBe(true);
+
+    const none = mkdtempSync(join(tmpdir(), "agentloop-serve-nostore-"));
+    writeFileSync(join(none, "off.json"), JSON.stringify({ serve: { store: false } }));
+    for (const args of [["--no-store"], ["--config", join(none, "off.json")]]) {
+      const bare = startServe(env, args, none);
+      const url = await bare.url();
+      await bare.waitFor(/runs are not stored \((--no-store|"serve": \{"store": false\} in \S+off\.json)\)/);
+      const { id } = (await (await chat(url)).json()) as { id: string };
+      const approvals = await fetch(`${url}/v1/runs/${id}/approvals`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ approve: "all" }),
+      });
+      expect(approvals.status).toBe(501);
+      expect(((await approvals.json()) as { error: { message: string } }).error.message).toContain(
+        "--no-store",
+      );
+      bare.child.kill("SIGTERM");
+      expect(await bare.exited).toBe(0);
+      expect(existsSync(join(none, ".agentloop"))).toBe(false);
+      expect(bare.stderr()).not.toContain("runs stored");
+    }
 
     const configured = mkdtempSync(join(tmpdir(), "agentloop-serve-configdb-"));
     writeFileSync(join(configured, "agentloop.json"), JSON.stringify({ db: "data/runs.db" }));

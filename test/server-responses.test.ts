@@ -244,7 +244,7 @@ describe("POST /v1/responses: previous_response_id", () => {
     const res = await post(`${baseURL}/responses`, { input: "hi", previous_response_id: "resp_1" });
     expect(res.status).toBe(501);
     expect((await errorOf(res)).message).toMatch(
-      /^previous_response_id needs stored runs, and this server has no store: start agentloop serve with AGENTLOOP_DB/,
+      /^previous_response_id needs stored runs, and this server has no store: start agentloop serve without --no-store \(it stores in AGENTLOOP_DB/,
     );
   });
 });

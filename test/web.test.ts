@@ -203,6 +203,11 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
     page.on("console", (message) => {
       if (/Content.Security.Policy/i.test(message.text())) violations.push(message.text());
     });
+    // No request of the page's goes unanswered: the icon is inline, not a 404 for /favicon.ico.
+    const notFound: string[] = [];
+    page.on("response", (response) => {
+      if (response.status() === 404) notFound.push(response.url());
+    });
     await page.goto(url);
     // Without the key the API refuses; once entered it is used, but kept in the page's memory only.
     await page.locator(".error", { hasText: "Invalid or missing API key" }).waitFor();
@@ -233,7 +238,7 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
     expect(await page.locator("#busy").textContent()).toBe("Thinking…");
     gates.midAnswer.open();
     await page.locator(".msg.assistant", { hasText: "The result is 77585.1801." }).waitFor();
-    await page.locator(".meta", { hasText: "final_answer · 3 iteration(s)" }).waitFor();
+    await page.locator(".meta", { hasText: "final_answer · 3 iterations" }).waitFor();
     expect(await page.locator(".msg.assistant").allTextContents()).toEqual([
       "Let me compute that.",
       "The result is 77585.1801.",
@@ -249,8 +254,16 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
     expect(await page.evaluate(() => localStorage.length + sessionStorage.length)).toBe(0);
     expect(await page.inputValue("#key")).toBe(API_KEY);
     expect(violations).toEqual([]);
+    expect(notFound).toEqual([]);
+    // The icon: inline in the page, and at /favicon.ico, where browsers look for it anyway.
+    expect(await page.evaluate('document.querySelector("link[rel=icon]")?.href')).toMatch(
+      /^data:image\/svg\+xml,/,
+    );
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: new URL("web-chat.png", ARTIFACTS).pathname, fullPage: true });
+    const icon = await page.goto(new URL("/favicon.ico", url).href);
+    expect(icon?.status()).toBe(200);
+    expect(icon?.headers()["content-type"]).toBe("image/svg+xml");
     await page.close();
   });
 
@@ -298,6 +311,15 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
       header: document.querySelector("header").scrollWidth - window.innerWidth,
     })`);
     expect(overflow).toEqual({ page: 0, log: 0, header: 0 });
+    // The message box's placeholder shows whole: as its text it would neither wrap nor scroll.
+    const placeholder = await page.evaluate(`(() => {
+      const box = document.getElementById("input");
+      box.value = box.placeholder;
+      const fits = box.scrollWidth <= box.clientWidth && box.scrollHeight <= box.clientHeight;
+      box.value = "";
+      return fits;
+    })()`);
+    expect(placeholder).toBe(true);
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: new URL("web-chat-390.png", ARTIFACTS).pathname, fullPage: true });
     await page.close();
@@ -324,7 +346,7 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
     await page.keyboard.press("Enter");
     const card = page.locator(".tool.approval", { hasText: 'write_note {"text":"hi"}' });
     await card.locator("button.approve").waitFor();
-    await page.locator(".meta", { hasText: "approval_required · 1 iteration(s)" }).waitFor();
+    await page.locator(".meta", { hasText: /^approval_required · 1 iteration · \d+ tokens$/ }).waitFor();
     expect(await page.locator(".msg.assistant").allTextContents()).toEqual([
       "I will save it.",
       'Waiting for approval: write_note({"text":"hi"}) [w-hi]',
@@ -335,14 +357,18 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
     await card.locator("button.approve").click();
     // The continuation streams: the approved call shows while it runs, then its result and the answer.
     await page.locator(".tool.pending .call", { hasText: "write_note" }).waitFor();
-    expect(
-      await card.locator("button").evaluateAll((b) => b.map((x) => (x as { disabled: boolean }).disabled)),
-    ).toEqual([true, true]);
+    // Decided: the buttons give way to the decision, and the note naming the waiting call goes.
+    expect(await card.locator("button").count()).toBe(0);
     expect(await card.locator(".result").textContent()).toBe("✓ Approved");
+    expect(await page.locator(".msg.assistant").allTextContents()).toEqual(["I will save it."]);
     expect(await page.locator("#busy").textContent()).toBe("Running write_note…");
     gates.write.open();
     await page.locator(".msg.assistant", { hasText: "Done: saved hi." }).waitFor();
-    await page.locator(".meta", { hasText: "final_answer · 2 iteration(s)" }).waitFor();
+    await page.locator(".meta", { hasText: "final_answer · 2 iterations" }).waitFor();
+    expect(await page.locator(".msg.assistant").allTextContents()).toEqual([
+      "I will save it.",
+      "Done: saved hi.",
+    ]);
     expect(written).toEqual(["hi"]);
     expect(await page.locator(".tool:not(.approval) .result").allTextContents()).toEqual([
       expect.stringMatching(/^✓ saved hi \(\d+ ms\)$/),
@@ -357,10 +383,14 @@ describe.skipIf(!existsSync(CHROMIUM))("web chat page", () => {
       "Understood: I did not save it (The user declined this call: it was not run.)",
     );
     expect(await second.locator(".result").textContent()).toBe("✗ Denied");
+    expect(await second.locator("button").count()).toBe(0);
+    expect(await page.locator(".msg.assistant", { hasText: "Waiting for approval" }).count()).toBe(0);
     expect(written).toEqual(["hi"]);
     // The page's conversation went on in one thread: the second turn carried the first.
     const turn = notesModel.requests.at(-2)?.messages.map((m) => m.role);
     expect(turn).toEqual(["user", "assistant", "user"]);
+    // ...without the note about the waiting call, which was for the person, not the model.
+    expect(notesModel.requests.at(-2)?.messages[1]?.content).toBe("I will save it.\n\nDone: saved hi.");
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: new URL("web-chat-approvals.png", ARTIFACTS).pathname, fullPage: true });
     await page.close();

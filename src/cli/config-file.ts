@@ -52,6 +52,16 @@ function buildSchemas(z: Zod) {
     elicitation: z.enum(["ask", "accept-defaults", "decline"]).optional(),
     /** Where sessions are stored: a SQLite file path (SPEC section 9). */
     db: z.string().min(1).optional(),
+    /**
+     * `agentloop serve`: `store` false stores no run; `keys` gives each client its own API key
+     * (its name, and the SHA-256 of the key in hex), checked by the server (server/owners.ts).
+     */
+    serve: z
+      .strictObject({
+        store: z.boolean().optional(),
+        keys: z.array(z.strictObject({ name: z.string(), sha256: z.string() })).optional(),
+      })
+      .optional(),
     /** Claude Desktop and Cursor call it `mcpServers`, VS Code's mcp.json `servers`. */
     mcpServers: serverEntries.optional(),
     servers: serverEntries.optional(),

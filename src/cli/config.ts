@@ -63,6 +63,8 @@ export interface Settings {
   elicitation: "ask" | "accept-defaults" | "decline";
   /** The session store: where it is and where that came from (for messages). */
   db: { location: string; from: string };
+  /** `agentloop serve`'s settings (config `"serve"`). */
+  serve?: NonNullable<ConfigFile["serve"]>;
   /** The config file the settings came from, as the user named it: named in MCP server errors. */
   configFile?: string;
   /** Azure OpenAI / AI DIAL deployments: `api-key` header and `api-version` query. */
@@ -134,6 +136,7 @@ export function resolveSettings(
     elicitation: config.elicitation ?? "ask",
   };
   if (config.azure) settings.azure = config.azure;
+  if (config.serve) settings.serve = config.serve;
   if (config.prices) settings.prices = config.prices;
 
   const baseUrl = first([

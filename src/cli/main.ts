@@ -228,6 +228,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       leaseSeconds,
     )
     .option("--resume-orphans", "resume interrupted runs of the store by themselves (any replica)")
+    .option("--no-store", "store no run (default: where run --session stores, .agentloop/agentloop.db)")
     .action(async (flags: ServeFlags) => {
       refuse(flags, "serve", ["session", "resume", "approve", "deny", "yes"]);
       refuseImage(flags, "serve");

@@ -3,6 +3,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import { serve } from "@hono/node-server";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import { createApp } from "../server/app.js";
+import { type ClientKey, clientKeysProblem, DEFAULT_OWNER } from "../server/owners.js";
 import type { SessionStore } from "../store/types.js";
 import type { CliFlags, Settings } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
@@ -25,6 +26,8 @@ export interface ServeFlags extends CliFlags {
   lease?: number;
   /** Resume the store's interrupted runs without waiting for a `/resume` request. */
   resumeOrphans?: boolean;
+  /** `false` (`--no-store`): store no run, not even in the default `.agentloop/agentloop.db`. */
+  store?: boolean;
 }
 
 export const DEFAULT_PORT = 8787;
@@ -39,6 +42,31 @@ export function isLoopback(host: string): boolean {
   if (bare === "localhost") return true;
   if (isIPv4(bare)) return bare.startsWith("127.");
   return isIPv6(bare) && new URL(`http://[${bare}]`).hostname === "[::1]";
+}
+
+/**
+ * `--host` as a socket binds it: an IPv6 address without the brackets a URL writes around it
+ * (`[::1]` binds `::1`).
+ * @throws AgentloopError("config") for brackets around something that is not an IPv6 address.
+ */
+export function bindAddress(host: string): string {
+  const inner = /^\[(.*)\]$/.exec(host)?.[1];
+  if (inner === undefined) return host;
+  if (isIPv6(inner)) return inner;
+  throw new AgentloopError(
+    "config",
+    `--host ${host}: brackets hold an IPv6 address, e.g. [::1]; write a host name or IPv4 address without them.`,
+  );
+}
+
+/** An address as a URL (and a `Host` header) writes it: IPv6 in brackets, canonical (`[::1]`), lower case. */
+export function urlHost(address: string): string {
+  const host = isIPv6(address) ? `[${address}]` : address;
+  try {
+    return new URL(`http://${host}`).hostname;
+  } catch {
+    return host.toLowerCase();
+  }
 }
 
 /** The `--cors` list as serialised origins (what browsers send), or a config error naming the bad entry. */
@@ -65,8 +93,9 @@ export function parseCorsOrigins(value: string): string[] {
 
 /**
  * `agentloop serve`: the agent (built-in and MCP tools included) as an OpenAI-compatible model
- * named after the configured model id, on `--host` and `--port`. With `AGENTLOOP_DB` or config
- * `"db"` set, every run is stored there (SPEC section 9). `AGENTLOOP_API_KEY`, when set,
+ * named after the configured model id, on `--host` and `--port`. Every run is stored (SPEC
+ * section 9) where `run --session` stores sessions (`AGENTLOOP_DB`, config `"db"`, else
+ * `.agentloop/agentloop.db`), unless `--no-store`. `AGENTLOOP_API_KEY`, when set,
  * is required from clients; beyond loopback it must be set (or `--no-auth` given). On a loopback
  * host, requests for other host names are refused (DNS rebinding). One line per request goes to
  * stderr. SIGTERM or SIGINT drains: new requests get 503, answers in flight finish up to
@@ -75,7 +104,7 @@ export function parseCorsOrigins(value: string): string[] {
  * @throws AgentloopError("config") for bad settings or an address that cannot be bound.
  */
 export async function serveCommand(flags: ServeFlags): Promise<number> {
-  const host = flags.host ?? DEFAULT_HOST;
+  const host = bindAddress(flags.host ?? DEFAULT_HOST);
   const apiKey = process.env.AGENTLOOP_API_KEY?.trim() || undefined;
   const loopback = isLoopback(host);
   if (flags.auth === false && apiKey) {
@@ -84,7 +113,15 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
       "--no-auth contradicts AGENTLOOP_API_KEY, which is set: drop one of them.",
     );
   }
-  if (!loopback && !apiKey && flags.auth !== false) {
+  const configured = await settingsFrom(flags);
+  const keys = clientKeys(configured);
+  if (flags.auth === false && keys.length > 0) {
+    throw new AgentloopError(
+      "config",
+      `--no-auth contradicts "serve": {"keys"} in ${configured.configFile ?? "agentloop.json"}: drop one of them.`,
+    );
+  }
+  if (!loopback && !apiKey && keys.length === 0 && flags.auth !== false) {
     throw new AgentloopError(
       "config",
       `--host ${host} lets other machines run the agent: set AGENTLOOP_API_KEY (clients send it as a Bearer token), or pass --no-auth to serve without one.`,
@@ -92,7 +129,6 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   }
   const corsOrigins = flags.cors === undefined ? [] : parseCorsOrigins(flags.cors);
   const drainMs = (flags.drainTimeout ?? DEFAULT_DRAIN_SECONDS) * 1000;
-  const configured = await settingsFrom(flags);
   // Nobody can be asked: a server's request for input is declined unless the config says otherwise.
   const onElicitation = cliElicitation({
     mode: configured.elicitation,
@@ -125,7 +161,8 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     ...(store && { store }),
     ...(flags.resumeOrphans && { resumeOrphans: { everyMs: Math.min(5_000, Math.max(250, leaseMs / 3)) } }),
     ...(apiKey && { apiKey }),
-    ...(loopback && { allowedHosts: ["127.0.0.1", "localhost", "[::1]", host.toLowerCase()] }),
+    ...(keys.length > 0 && { keys }),
+    ...(loopback && { allowedHosts: ["127.0.0.1", "localhost", "[::1]", urlHost(host)] }),
     corsOrigins,
     secrets: [settings.apiKey, process.env.OPENAI_API_KEY, process.env.ANTHROPIC_API_KEY].filter(
       (s): s is string => s !== undefined,
@@ -141,18 +178,23 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   }
   const address = http.address();
   const port = typeof address === "object" && address ? address.port : flags.port;
-  const origin = `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${port}`;
+  const origin = `http://${urlHost(host)}:${port}`;
   process.stderr.write(
     `agentloop: serving ${settings.model} on ${origin} (OpenAI-compatible: /v1/chat/completions, /v1/responses)\n`,
   );
-  if (store) {
+  process.stderr.write(
+    store
+      ? `agentloop: runs stored in ${describeStore(settings.db.location)} (${settings.db.from}): /v1/runs/{id}/approvals and /resume continue them${flags.resumeOrphans ? "; interrupted runs are resumed here by themselves" : ""}\n`
+      : `agentloop: runs are not stored (${storeOff(flags, settings)}): previous_response_id, sessions, approvals and resume answer 501\n`,
+  );
+  if (keys.length > 0) {
     process.stderr.write(
-      `agentloop: runs stored in ${describeStore(settings.db.location)} (${settings.db.from}): /v1/runs/{id}/approvals and /resume continue them${flags.resumeOrphans ? "; interrupted runs are resumed here by themselves" : ""}\n`,
+      `agentloop: ${keys.length} client key${keys.length === 1 ? "" : "s"} (${keys.map((k) => k.name).join(", ")}${apiKey ? `, and AGENTLOOP_API_KEY as '${DEFAULT_OWNER}'` : ""}): each client sees only its own runs and sessions\n`,
     );
   }
-  if (!loopback && !apiKey) {
+  if (!loopback && !apiKey && keys.length === 0) {
     process.stderr.write(
-      `agentloop: warning: --no-auth: anyone who can reach ${host}:${port} can run the agent and its tools.\n`,
+      `agentloop: warning: --no-auth: anyone who can reach ${urlHost(host)}:${port} can run the agent and its tools.\n`,
     );
   }
 
@@ -197,23 +239,41 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   return 0;
 }
 
+/** The config's `"serve": {"keys"}`, checked. */
+function clientKeys(settings: Settings): ClientKey[] {
+  const keys = settings.serve?.keys ?? [];
+  const problem = clientKeysProblem(keys);
+  if (problem)
+    throw new AgentloopError("config", `${settings.configFile ?? "agentloop.json"}: serve.${problem}`);
+  return keys;
+}
+
+/** What turned the store off (`--no-store` or config `"serve": {"store": false}`), if anything. */
+function storeOff(flags: ServeFlags, settings: Settings): string | undefined {
+  if (flags.store === false) return "--no-store";
+  if (settings.serve?.store === false)
+    return `"serve": {"store": false} in ${settings.configFile ?? "agentloop.json"}`;
+  return undefined;
+}
+
 /**
- * The server's store: opened only when one is configured (`AGENTLOOP_DB` or config `"db"`), so
- * a plain `agentloop serve` writes nothing, as before sessions existed.
+ * The server's store, as `run --session` has it: `AGENTLOOP_DB`, config `"db"`, or the embedded
+ * default `.agentloop/agentloop.db` under the working directory; none with `--no-store` (or
+ * config `"serve": {"store": false}`).
  */
 async function serverStore(settings: Settings, flags: ServeFlags): Promise<SessionStore | undefined> {
-  const configured = settings.db.from !== "the default";
-  if (flags.resumeOrphans && !configured)
+  const off = storeOff(flags, settings);
+  if (flags.resumeOrphans && off)
     throw new AgentloopError(
       "config",
-      '--resume-orphans needs a store: set AGENTLOOP_DB (or "db" in the config file) to a SQLite file or a postgres:// URL.',
+      `--resume-orphans needs a store, and ${off} turns it off: drop one of them.`,
     );
-  if (flags.lease !== undefined && !(configured && isPostgresUrl(settings.db.location)))
+  if (flags.lease !== undefined && (off || !isPostgresUrl(settings.db.location)))
     throw new AgentloopError(
       "config",
       "--lease applies to a PostgreSQL store: set AGENTLOOP_DB to a postgres:// URL, or drop --lease (a SQLite store sees a dead process at once).",
     );
-  if (!configured) return undefined;
+  if (off) return undefined;
   return openStore(settings, flags.lease === undefined ? {} : { leaseMs: flags.lease * 1000 });
 }
 

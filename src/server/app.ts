@@ -1,4 +1,4 @@
-import { Hono, type MiddlewareHandler } from "hono";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { secureHeaders } from "hono/secure-headers";
 import type { AnyAgent } from "../agent/agent.js";
@@ -6,21 +6,29 @@ import { redactSecrets } from "../core/redact.js";
 import type { SessionStore } from "../store/types.js";
 import { type ChatDeps, chatCompletions } from "./chat.js";
 import { errorResponse, unexpectedErrorResponse } from "./errors.js";
-import { bearerKey, hostGuard, jsonBody, originGuard } from "./guards.js";
+import { type AcceptedKey, acceptedKey, bearerKey, hostGuard, jsonBody, originGuard } from "./guards.js";
 import { Metrics } from "./metrics.js";
 import { resumeOrphans } from "./orphans.js";
+import { type ClientKey, clientKeysProblem, DEFAULT_OWNER, ownedStore } from "./owners.js";
 import { requestLog, type ServerEnv } from "./request-log.js";
 import { createResponse } from "./responses.js";
 import { continueRun, getRun } from "./run-routes.js";
 import { RunTracker } from "./runs.js";
 import { measuredStore, pingStore } from "./store-metrics.js";
-import { WEB_PAGE, WEB_PAGE_CSP } from "./web-page.js";
+import { FAVICON_SVG, WEB_PAGE, WEB_PAGE_CSP } from "./web-page.js";
 
 export interface ServerOptions {
   /** Agents served as models, by model id, in the order `/v1/models` lists them; a request without `model` goes to the first. */
   agents: Readonly<Record<string, AnyAgent>>;
   /** When set, every `/v1` request and `/metrics` need `Authorization: Bearer <apiKey>` (compared in constant time). */
   apiKey?: string;
+  /**
+   * One key per client (each its SHA-256, hex): every `/v1` request and `/metrics` need one of
+   * them (or `apiKey`, whose client is then named `default`). The runs and sessions a client
+   * creates are its own: another client's are not found (404), and session names are per client.
+   * @throws TypeError from `createApp` for a bad entry (name, digest, duplicate).
+   */
+  keys?: readonly ClientKey[];
   /** Largest request body accepted; larger ones get 413. Default 8 MiB (room for an image of 5 MiB, inline). */
   maxBodyBytes?: number;
   /**
@@ -84,12 +92,24 @@ export interface AgentServer {
   shutdown(options?: ShutdownOptions): Promise<void>;
 }
 
+/** The keys the server takes: `apiKey` (its client `default` beside `keys`) and each client's. */
+function acceptedKeys({ apiKey, keys = [] }: ServerOptions): AcceptedKey[] {
+  const problem = clientKeysProblem(keys);
+  if (problem) throw new TypeError(`createApp: ${problem}`);
+  const accepted: AcceptedKey[] = keys.map(({ name, sha256 }) => ({
+    sha256: Buffer.from(sha256, "hex"),
+    owner: name,
+  }));
+  if (apiKey) accepted.push(acceptedKey(apiKey, keys.length > 0 ? DEFAULT_OWNER : undefined));
+  return accepted;
+}
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 /**
  * The agents as an OpenAI-compatible API (SPEC section 6) plus a web chat at `/`, as a Hono
  * app: serve it with @hono/node-server, or call `app.request()` in tests. Routes:
- * `GET /` (web chat), `GET /healthz`, `GET /metrics` (Prometheus), and, behind the API key,
+ * `GET /` (web chat), `GET /favicon.ico`, `GET /healthz`, `GET /metrics` (Prometheus), and, behind the API key,
  * `GET /v1/models`, `GET /v1/models/:id`, `POST /v1/chat/completions`, `POST /v1/responses`
  * (the Responses API, see `createResponse`), `GET /v1/runs/:runId`,
  * `POST /v1/runs/:runId/approvals` and `POST /v1/runs/:runId/resume`. Every response carries
@@ -106,6 +126,7 @@ export function createApp(options: ServerOptions): AgentServer {
   const redact = (text: string) => redactSecrets(text, secrets);
   let draining = false;
   const store = options.store && measuredStore(options.store, metrics);
+  const keys = acceptedKeys(options);
 
   const app = new Hono<ServerEnv>();
   app.onError((error) => unexpectedErrorResponse(error, redact));
@@ -122,14 +143,18 @@ export function createApp(options: ServerOptions): AgentServer {
   app.use("*", secureHeaders({ xFrameOptions: "DENY", strictTransportSecurity: false }));
   if (options.allowedHosts) app.use("*", hostGuard(options.allowedHosts));
   app.use("*", originGuard(options.corsOrigins));
-  if (options.apiKey) {
-    const auth = bearerKey(options.apiKey);
+  if (keys.length > 0) {
+    const auth = bearerKey(keys);
     app.use("/v1/*", auth);
     app.use("/metrics", auth);
   }
   app.use("/v1/*", jsonBody);
 
   app.get("/", (c) => c.html(WEB_PAGE, 200, { "content-security-policy": WEB_PAGE_CSP }));
+  // Browsers ask for it whatever the page says (for a JSON response viewed in a tab, say).
+  app.get("/favicon.ico", (c) =>
+    c.body(FAVICON_SVG, 200, { "content-type": "image/svg+xml", "cache-control": "max-age=86400" }),
+  );
   // Ready when not draining and the store (if any) answers: a load balancer sends nothing to a replica that cannot store runs.
   app.get("/healthz", async (c) => {
     if (draining) return c.json({ status: "draining" }, 503);
@@ -194,11 +219,18 @@ export function createApp(options: ServerOptions): AgentServer {
     if (!draining) return next();
     return errorResponse(503, "The server is shutting down: retry on another instance.", "shutting_down");
   };
-  app.post("/v1/chat/completions", limit, refuseWhileDraining, (c) => chatCompletions(c, deps));
-  app.post("/v1/responses", limit, refuseWhileDraining, (c) => createResponse(c, deps));
-  app.get("/v1/runs/:runId", (c) => getRun(c, deps));
-  app.post("/v1/runs/:runId/approvals", limit, refuseWhileDraining, (c) => continueRun(c, deps, "approvals"));
-  app.post("/v1/runs/:runId/resume", limit, refuseWhileDraining, (c) => continueRun(c, deps, "resume"));
+  // A client with its own key sees its own runs and sessions only.
+  const depsOf = (c: Context<ServerEnv>): ChatDeps => {
+    const owner = c.get("owner");
+    return owner === undefined || !store ? deps : { ...deps, store: ownedStore(store, owner) };
+  };
+  app.post("/v1/chat/completions", limit, refuseWhileDraining, (c) => chatCompletions(c, depsOf(c)));
+  app.post("/v1/responses", limit, refuseWhileDraining, (c) => createResponse(c, depsOf(c)));
+  app.get("/v1/runs/:runId", (c) => getRun(c, depsOf(c)));
+  app.post("/v1/runs/:runId/approvals", limit, refuseWhileDraining, (c) =>
+    continueRun(c, depsOf(c), "approvals"),
+  );
+  app.post("/v1/runs/:runId/resume", limit, refuseWhileDraining, (c) => continueRun(c, depsOf(c), "resume"));
 
   const stopOrphans =
     store && options.resumeOrphans

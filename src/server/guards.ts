@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
 import { errorResponse } from "./errors.js";
+import type { ServerEnv } from "./request-log.js";
 
 /**
  * The middlewares that refuse a request before it reaches a route, each with an OpenAI error
@@ -71,19 +72,40 @@ function sameHost(origin: string, url: string): boolean {
 
 const digest = (value: string) => createHash("sha256").update(value).digest();
 
+/** A key the server takes: the SHA-256 of its text, and the client it names (none for a server's single key). */
+export interface AcceptedKey {
+  sha256: Buffer;
+  owner?: string;
+}
+
+/** The accepted key of a key's text. */
+export const acceptedKey = (key: string, owner?: string): AcceptedKey => ({
+  sha256: digest(key),
+  ...(owner !== undefined && { owner }),
+});
+
 /**
- * Requires `Authorization: Bearer <apiKey>` (401 otherwise). The scheme is case-insensitive and
- * may be followed by several spaces (RFC 9110); the key is compared in constant time.
+ * Requires `Authorization: Bearer <key>` with one of `keys` (401 otherwise), and sets the
+ * request's `owner` to that key's. The scheme is case-insensitive and may be followed by several
+ * spaces (RFC 9110); the key is compared in constant time with every accepted one.
  */
-export function bearerKey(apiKey: string): MiddlewareHandler {
-  const expected = digest(apiKey);
+export function bearerKey(keys: readonly AcceptedKey[]): MiddlewareHandler<ServerEnv> {
+  const which = keys.some((key) => key.owner !== undefined) ? "your API key" : "AGENTLOOP_API_KEY";
   return async (c, next) => {
     const match = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "");
-    // Digests have a fixed length, so the comparison takes the same time whatever was sent.
-    if (match?.[1] && timingSafeEqual(digest(match[1].trim()), expected)) return next();
+    if (match?.[1]) {
+      // Digests have a fixed length, and every key is compared, so the time says nothing of which matched or how far.
+      const sent = digest(match[1].trim());
+      let found: AcceptedKey | undefined;
+      for (const key of keys) if (timingSafeEqual(sent, key.sha256)) found = key;
+      if (found) {
+        if (found.owner !== undefined) c.set("owner", found.owner);
+        return next();
+      }
+    }
     return errorResponse(
       401,
-      "Invalid or missing API key: send Authorization: Bearer <AGENTLOOP_API_KEY>.",
+      `Invalid or missing API key: send Authorization: Bearer <${which}>.`,
       "invalid_api_key",
       { headers: { "www-authenticate": "Bearer" } },
     );

@@ -51,8 +51,11 @@ export class RequestLogEntry {
   }
 }
 
-/** The Hono environment of the server's app: each request's log entry, when logging is on. */
-export type ServerEnv = { Variables: { log?: RequestLogEntry } };
+/**
+ * The Hono environment of the server's app: each request's log entry, when logging is on; the
+ * client whose key it sent, when the server has one key per client (`owner`, see owners.ts).
+ */
+export type ServerEnv = { Variables: { log?: RequestLogEntry; owner?: string } };
 
 /** The middleware that gives each request its `log` entry (read with `c.get("log")`). */
 export function requestLog(write: (line: string) => void, redact: Redact): MiddlewareHandler<ServerEnv> {

@@ -15,7 +15,7 @@ const NO_RETRY = { headers: { "x-should-retry": "false" } };
 export function noStore(what: string): Response {
   return errorResponse(
     501,
-    `${what} needs stored runs, and this server has no store: start agentloop serve with AGENTLOOP_DB (or "db" in the config file) set, or pass createApp a store.`,
+    `${what} needs stored runs, and this server has no store: start agentloop serve without --no-store (it stores in AGENTLOOP_DB, "db" in the config file, or .agentloop/agentloop.db), or pass createApp a store.`,
     "no_store",
     NO_RETRY,
   );

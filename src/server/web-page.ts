@@ -88,6 +88,10 @@ function add(cls, text, parent) {
   log.scrollTop = log.scrollHeight;
   return node;
 }
+/** "1 iteration", "3 iterations". */
+const count = (n, what) => n + " " + what + (n === 1 ? "" : "s");
+/** How the server's answer names the calls a run waits for (server/map-events.ts, waitingFor). */
+const WAITING = "Waiting for approval: ";
 function showError(text) {
   const node = add("error", text);
   node.setAttribute("role", "alert");
@@ -202,9 +206,10 @@ async function send() {
   await exchange("/v1/chat/completions", { model, messages, stream: true }, model, false);
 }
 
-// A run stopped on approval_required: Approve and Deny on each waiting call's card; once all
-// are decided, the decisions go to the server and the run's continuation streams in.
-function askApproval(runId, calls, model, cards) {
+// A run stopped on approval_required: Approve and Deny on each waiting call's card, which a
+// decision replaces; once all are decided, the note naming the waiting calls goes, the decisions
+// go to the server and the run's continuation streams in.
+function askApproval(runId, calls, model, cards, note) {
   const decisions = new Map();
   for (const call of calls) {
     let card = cards.get(call.id) && cards.get(call.id).card;
@@ -218,9 +223,11 @@ function askApproval(runId, calls, model, cards) {
     const decide = (approved) => {
       if (running || decisions.has(call.id)) return;
       decisions.set(call.id, approved);
-      approve.disabled = deny.disabled = true;
+      buttons.remove();
       add("result", approved ? "✓ Approved" : "✗ Denied", card);
       if (decisions.size < calls.length) return;
+      if (note && note.before) markdown(note.before, note.bubble);
+      else if (note) note.bubble.remove();
       const ids = [...decisions.keys()];
       exchange("/v1/runs/" + encodeURIComponent(runId) + "/approvals", {
         model, stream: true,
@@ -242,6 +249,7 @@ async function exchange(path, body, model, continued) {
   const render = () => { frame = 0; if (bubble) markdown(bubbleText, bubble); log.scrollTop = log.scrollHeight; };
   const tools = new Map(); // call id -> { card, name }, while the call runs
   let waiting = null; // the turn_complete of a run that waits for approvals
+  let note = null; // the bubble naming the calls that wait, and its text before that
   const runningTools = () => "Running " + [...new Set([...tools.values()].map((t) => t.name))].join(", ") + "…";
   try {
     const res = await fetch(path, {
@@ -275,8 +283,13 @@ async function exchange(path, body, model, continued) {
         showError("Error: " + ev.message);
       } else if (ev.type === "turn_complete") {
         const tokens = ev.usage.inputTokens + ev.usage.outputTokens;
-        add("meta", ev.stopReason + " · " + ev.iterations + " iteration(s) · " + tokens + " tokens");
-        if (ev.pendingApprovals && ev.pendingApprovals.length) waiting = ev;
+        add("meta", ev.stopReason + " · " + count(ev.iterations, "iteration") + " · " + count(tokens, "token"));
+        if (ev.pendingApprovals && ev.pendingApprovals.length) {
+          waiting = ev;
+          // The note naming the waiting calls is for this moment: it goes once they are decided.
+          const at = bubbleText.lastIndexOf(WAITING);
+          if (bubble && at !== -1) note = { bubble, before: bubbleText.slice(0, at).trim() };
+        }
       }
     }
   } catch (error) {
@@ -286,6 +299,8 @@ async function exchange(path, body, model, continued) {
     if (frame) cancelAnimationFrame(frame);
     render();
     const last = messages[messages.length - 1];
+    // The conversation keeps what the model said, not the note about the calls that wait.
+    if (waiting && content.lastIndexOf(WAITING) !== -1) content = content.slice(0, content.lastIndexOf(WAITING)).trim();
     if (content && continued && last && last.role === "assistant") last.content += "\n\n" + content;
     else if (content) messages.push({ role: "assistant", content });
     running = null;
@@ -293,7 +308,7 @@ async function exchange(path, body, model, continued) {
     sendButton.textContent = "Send"; sendButton.classList.remove("stop");
     input.focus();
   }
-  if (waiting) askApproval(waiting.runId, waiting.pendingApprovals, model, tools);
+  if (waiting) askApproval(waiting.runId, waiting.pendingApprovals, model, tools, note);
 }
 
 $("form").onsubmit = (e) => { e.preventDefault(); if (running) running.abort(); else send(); };
@@ -302,6 +317,11 @@ $("reset").onclick = () => { if (running) running.abort(); messages = []; log.re
 loadModels();
 input.focus();
 `;
+
+/** The page's icon, a loop: inline in the page (no request), and at `/favicon.ico` for what asks there anyway. */
+export const FAVICON_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="5.5" fill="none" stroke="#2563eb" stroke-width="2.5"/></svg>';
+const FAVICON = `data:image/svg+xml,${encodeURIComponent(FAVICON_SVG)}`;
 
 const hash = (text: string) => `'sha256-${createHash("sha256").update(text).digest("base64")}'`;
 
@@ -323,6 +343,7 @@ export const WEB_PAGE = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>agentloop</title>
+<link rel="icon" href="${FAVICON}">
 <style>${STYLE}</style>
 </head>
 <body>
@@ -335,7 +356,7 @@ export const WEB_PAGE = `<!doctype html>
 <main id="log" aria-live="polite"></main>
 <div id="busy" role="status" hidden><span class="spinner"></span><span id="busy-text"></span></div>
 <form id="form">
-  <textarea id="input" placeholder="Message the agent (Enter sends, Shift+Enter breaks the line)" aria-label="message"></textarea>
+  <textarea id="input" placeholder="Message the agent" title="Enter sends, Shift+Enter breaks the line" aria-label="message"></textarea>
   <button id="send" type="submit">Send</button>
 </form>
 <script>${SCRIPT}</script>

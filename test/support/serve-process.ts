@@ -4,7 +4,10 @@
  * after it.
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
 import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach } from "vitest";
 import { CLI } from "../helpers.js";
 
@@ -24,11 +27,14 @@ afterEach(() => {
   for (const serve of started.splice(0)) if (serve.child.exitCode === null) serve.child.kill("SIGKILL");
 });
 
-/** Starts `agentloop serve --port 0 ...args` with a clean environment plus `env` (in `cwd`, default this process's). */
+/**
+ * Starts `agentloop serve --port 0 ...args` with a clean environment plus `env`, in `cwd` (default
+ * a new temporary folder, where its default store `.agentloop/agentloop.db` goes).
+ */
 export function startServe(env: Record<string, string>, args: string[] = [], cwd?: string): ServeProcess {
   const child = spawn(process.execPath, [CLI, "serve", "--port", "0", ...args], {
     env: { PATH: process.env.PATH ?? "", ...env },
-    ...(cwd && { cwd }),
+    cwd: cwd ?? mkdtempSync(join(tmpdir(), "agentloop-serve-")),
     stdio: ["pipe", "pipe", "pipe"],
   });
   let stderr = "";
@@ -67,7 +73,13 @@ export function rawRequest(
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: hostname, port, method: options.method ?? "GET", path: options.path, headers: options.headers },
+      {
+        host: hostname.replace(/^\[(.*)\]$/, "$1"),
+        port,
+        method: options.method ?? "GET",
+        path: options.path,
+        headers: options.headers,
+      },
       (res) => {
         let body = "";
         res.setEncoding("utf8").on("data", (d: string) => {
