@@ -11,7 +11,13 @@ import {
   defaultStructuredOutput,
 } from "./anthropic-parts.js";
 import { AnthropicStreamAssembler, anthropicWireCache, toAnthropicRequestBody } from "./anthropic-wire.js";
-import { classifyError, type ModelErrorContext, ModelFailure, type SdkError } from "./model-errors.js";
+import {
+  classifyError,
+  fetchNoRepeats,
+  type ModelErrorContext,
+  ModelFailure,
+  type SdkError,
+} from "./model-errors.js";
 import { FREE, isLocalURL } from "./pricing.js";
 import {
   clientError,
@@ -92,11 +98,13 @@ function sdkError(error: unknown): SdkError | undefined {
   if (!(error instanceof APIError)) return undefined;
   // Anthropic's body is {"type":"error","error":{"type","message"}}; the SDK's own message is that JSON.
   const detail = error.apiMessage ?? (error.message || error.name).replace(/^\d{3}\s+/, "");
+  const provider = error.type ? { code: error.type } : {};
   if (typeof error.status === "number") {
-    return { kind: "api", status: error.status, detail, contentType: error.headers?.get("content-type") };
+    const contentType = error.headers?.get("content-type");
+    return { kind: "api", status: error.status, detail, contentType, ...provider };
   }
   // An `event: error` inside a 200 stream, e.g. overloaded_error.
-  return { kind: "api", detail: `${detail}${error.type ? ` (${error.type})` : ""}` };
+  return { kind: "api", detail: `${detail}${error.type ? ` (${error.type})` : ""}`, ...provider };
 }
 
 /** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
@@ -142,6 +150,7 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
       ...(apiKey ? { apiKey, defaultHeaders: { "x-api-key": apiKey, authorization: null } } : { authToken }),
       ...(baseURL === undefined ? {} : { baseURL }),
       maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
+      fetch: fetchNoRepeats,
       // Failures reach the caller as error events; keep the client quiet unless ANTHROPIC_LOG asks.
       ...(process.env.ANTHROPIC_LOG ? {} : { logLevel: "off" as const }),
       ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),

@@ -13,6 +13,7 @@ import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
 import { ChatStreamAssembler, completionToReply } from "./chat-assembler.js";
 import {
   classifyError,
+  fetchNoRepeats,
   htmlTitle,
   isHtml,
   type ModelErrorContext,
@@ -129,9 +130,24 @@ function sdkError(error: unknown): SdkError | undefined {
   if (error instanceof APIConnectionError) return { kind: "connection" };
   if (!(error instanceof APIError)) return undefined;
   const raw = error.message || error.name;
-  if (typeof error.status !== "number") return { kind: "api", detail: raw };
+  // OpenAI sends a string `code` (`context_length_exceeded`); llama.cpp a numeric one and its `type`.
+  const code = [typeof error.code === "string" ? error.code : undefined, error.type]
+    .filter(Boolean)
+    .join(" ");
+  const provider = code ? { code } : {};
+  // An error chunk inside a 200 stream: its type says whether another request may fare better.
+  if (typeof error.status !== "number") {
+    const type = error.type && error.type !== "error" ? ` (${error.type})` : "";
+    return { kind: "api", detail: `${raw}${type}`, ...provider };
+  }
   const contentType = error.headers?.get("content-type");
-  return { kind: "api", status: error.status, detail: raw.replace(/^\d{3}\s+/, ""), contentType };
+  return {
+    kind: "api",
+    status: error.status,
+    detail: raw.replace(/^\d{3}\s+/, ""),
+    contentType,
+    ...provider,
+  };
 }
 
 /** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
@@ -145,6 +161,7 @@ export function createClient(options: OpenAIChatModelOptions): OpenAI {
   const baseURL = options.baseURL ?? (process.env.OPENAI_BASE_URL?.trim() || undefined);
   const common = {
     maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
+    fetch: fetchNoRepeats,
     // Failures reach the caller as error events; keep the client quiet unless OPENAI_LOG asks.
     ...(process.env.OPENAI_LOG ? {} : { logLevel: "off" as const }),
     ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
