@@ -46,7 +46,10 @@ export interface AnthropicModelOptions {
    * as `Authorization: Bearer`); with a `baseURL` and no credential at all, a placeholder key is sent.
    */
   apiKey?: string;
-  /** E.g. `http://127.0.0.1:8080` (the SDK appends `/v1/messages`). Defaults to `ANTHROPIC_BASE_URL`, then api.anthropic.com. */
+  /**
+   * E.g. `http://127.0.0.1:8080` (the SDK appends `/v1/messages`; a trailing `/v1` is dropped, so
+   * `http://127.0.0.1:8080/v1` works too). Defaults to `ANTHROPIC_BASE_URL`, then api.anthropic.com.
+   */
   baseURL?: string;
   /** `max_tokens`, which Anthropic requires. Default 4096, or `thinking.budgetTokens + 4096` with thinking on. */
   maxTokens?: number;
@@ -139,7 +142,11 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
   /** The client, or `undefined` when there is no credential at all. Throws when the SDK refuses the options. */
   const getClient = (): Anthropic | undefined => {
     if (client) return client;
-    const baseURL = options.baseURL ?? (process.env.ANTHROPIC_BASE_URL?.trim() || undefined);
+    // The SDK appends `/v1/messages`: a base URL given with its `/v1` (as OpenAI-style ones are) works too.
+    const baseURL = (options.baseURL ?? (process.env.ANTHROPIC_BASE_URL?.trim() || undefined))?.replace(
+      /\/v1\/?$/,
+      "",
+    );
     const authToken = envToken();
     // Local servers that speak the Messages API need no key, but the client insists on a credential.
     const apiKey = options.apiKey?.trim() || envKey() || (authToken || !baseURL ? undefined : "not-needed");
