@@ -125,7 +125,8 @@ export function toAnthropicModelError(error: unknown, ctx: AnthropicErrorContext
  * key) becomes an `error` event with code "missing_api_key" on the first `stream()` call.
  *
  * `stream()` yields `thinking_delta` / `text_delta` events as they arrive, then exactly one `done`
- * (the assembled reply, see `AnthropicStreamAssembler`) or `error` (codes: `http_<status>`,
+ * (the assembled reply, see `AnthropicStreamAssembler`) or `error` (codes: `context_length_exceeded`
+ * for a prompt longer than the context window ("prompt is too long"), `http_<status>`,
  * `provider_error` for an `event: error` inside a 200 stream, `connection`, `timeout` (no response
  * in time, or a stream silent for longer than the idle timeout), `aborted`, `stream_incomplete`
  * when the stream breaks, or ends with neither `stop_reason` nor `message_stop` (after the retries

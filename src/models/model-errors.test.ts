@@ -7,12 +7,15 @@ import { describe, expect, it } from "vitest";
 import { collect, done, errorOf, fakeServerPerTest } from "../../test/support/model-harness.js";
 import { startFakeAnthropicServer } from "../testing/fake-anthropic-server.js";
 import { startFakeOpenAIServer } from "../testing/fake-openai-server.js";
+import { startFakeResponsesServer } from "../testing/fake-responses-server.js";
 import { anthropicModel } from "./anthropic.js";
 import { isContextOverflow } from "./model-errors.js";
 import { openAIChatModel } from "./openai-chat.js";
+import { openAIResponsesModel } from "./openai-responses.js";
 
 const openai = fakeServerPerTest(startFakeOpenAIServer);
 const anthropic = fakeServerPerTest(startFakeAnthropicServer);
+const responses = fakeServerPerTest(startFakeResponsesServer);
 const chat = (baseURL: string, maxRetries = 0) => openAIChatModel({ model: "m", baseURL, maxRetries });
 const claude = (baseURL: string, maxRetries = 0) => anthropicModel({ model: "c", baseURL, maxRetries });
 
@@ -86,6 +89,21 @@ describe("a prompt longer than the context window, as each provider says it", ()
     expect(s.requests).toHaveLength(1);
   });
 
+  it("a failed response (Responses API) whose code is context_length_exceeded", async () => {
+    const error = {
+      code: "context_length_exceeded",
+      message: "Your input exceeds the context window of this model.",
+    };
+    const s = await responses([{ end: "failed", error }]);
+    const events = await collect(openAIResponsesModel({ model: "m", baseURL: s.url, maxRetries: 3 }));
+    expect(errorOf(events)).toEqual({
+      code: "context_length_exceeded",
+      message:
+        "The prompt exceeds the model's context window: Your input exceeds the context window of this model. (context_length_exceeded)",
+    });
+    expect(s.requests).toHaveLength(1);
+  });
+
   it("another 400 stays http_400", async () => {
     const s = await openai([json(400, { error: { message: "temperature: must be at most 2" } })]);
     const error = errorOf(await collect(chat(s.url)));
@@ -145,6 +163,15 @@ describe("retries: one policy for HTTP errors and error events inside a stream",
     ]);
     expect(done(await collect(claude(a.url, 3))).content).toBe("ok");
     expect(a.requests).toHaveLength(2);
+
+    const r = await responses([
+      { end: "failed", error: { code: "server_error", message: "The model had an error." } },
+      { text: "ok" },
+    ]);
+    expect(
+      done(await collect(openAIResponsesModel({ model: "m", baseURL: r.url, maxRetries: 3 }))).content,
+    ).toBe("ok");
+    expect(r.requests).toHaveLength(2);
   });
 
   it("does not retry an error event that will repeat, nor one after deltas were yielded, nor beyond maxRetries", async () => {

@@ -233,7 +233,14 @@ export function classifyError(error: unknown, ctx: ModelErrorContext, sdk?: SdkE
     );
   }
   if (ctx.aborted || sdk?.kind === "abort") return make("aborted", "Model request aborted");
-  if (error instanceof ModelFailure) return make(error.code, error.message);
+  if (error instanceof ModelFailure) {
+    // A failed response (Responses API) names its code in its message.
+    if (error.code === "provider_error" && CONTEXT_OVERFLOW.test(error.message)) {
+      const detail = error.message.replace(/^Model API error: /, "");
+      return make(CONTEXT_LENGTH_EXCEEDED, `The prompt exceeds the model's context window: ${detail}`);
+    }
+    return make(error.code, error.message);
+  }
   if (sdk?.kind === "connection_timeout") return make("timeout", `Model API request timed out${after}`);
   if (sdk?.kind === "connection") return make("connection", connectionMessage(raw, cause, ctx.baseURL));
   if (sdk?.kind === "api") {

@@ -102,7 +102,10 @@ export interface OpenAIChatModelOptions {
   retryPartialStreams?: boolean;
   /** Default true; false sends a non-streaming request. */
   stream?: boolean;
-  /** Bring your own client (e.g. `AzureOpenAI`); `apiKey`/`baseURL`/`azure` are then ignored. */
+  /**
+   * Bring your own client (e.g. `AzureOpenAI`); `apiKey`/`baseURL`/`azure` are then ignored, and its
+   * own `fetch` is used (a 500 that will repeat is then retried like any other).
+   */
   client?: OpenAI;
   /** Extra request-body fields (temperature, reasoning_effort, ...), merged over the defaults. */
   extraBody?: Record<string, unknown>;
@@ -193,8 +196,9 @@ export function createClient(options: OpenAIChatModelOptions): OpenAI {
  * key) becomes an `error` event with code "missing_api_key" on the first `stream()` call.
  *
  * `stream()` yields `thinking_delta` / `text_delta` events as they arrive, then exactly one `done`
- * (the assembled reply) or `error` (codes: `http_<status>`, `provider_error` for an error event
- * inside a 200 stream, `connection`, `timeout` (no response in time, or a stream silent for
+ * (the assembled reply) or `error` (codes: `context_length_exceeded` for a prompt longer than the
+ * context window, as any provider says it (`isContextOverflow`), `http_<status>`, `provider_error`
+ * for an error event inside a 200 stream, `connection`, `timeout` (no response in time, or a stream silent for
  * longer than the idle timeout), `aborted`, `stream_incomplete` when the stream breaks or ends
  * without a finish_reason (after the retries described at `retryPartialStreams`),
  * `invalid_response` (malformed JSON, an HTML page or another body that is not an event stream),
