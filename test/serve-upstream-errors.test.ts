@@ -135,6 +135,15 @@ describe("agentloop serve, when the model API refuses the request", () => {
     }
   });
 
+  it("answers the model API's rate limit (after its retries) with a 503", async () => {
+    const { client } = await serveWith(() => ({ status: 429, headers: { "retry-after-ms": "1" } }));
+    const error = await rejection(asks(client).chat());
+    expect(error.status).toBe(503);
+    expect(error.code).toBe("http_429");
+    expect(error.type).toBe("server_error");
+    expect(upstream?.requests).toHaveLength(4);
+  });
+
   it("streams the provider's code in the error event when the overflow comes after output was sent", async () => {
     const { client } = await serveWith([
       { text: "Let me compute.", toolCalls: [{ name: "calculator", arguments: { expression: "2+2" } }] },
