@@ -8,6 +8,7 @@ import { z } from "zod";
 import { Agent, defineTool } from "../index.js";
 import { openAIChatModel } from "../models/openai-chat.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../testing/fake-openai-server.js";
+import { keptFree, learnOverhead, newOverhead, noteCount } from "./overhead.js";
 import { countRequest, tokenCounterFor } from "./tokens.js";
 
 let server: FakeOpenAIServer | undefined;
@@ -71,5 +72,31 @@ describe("the context budget and the server's own overhead", () => {
     expect(wrapped[2]).toContain("earlier messages omitted to fit the context window");
     expect(wrapped[2]).not.toContain("page 0:");
     expect(wrapped[2]).toContain("page 1:");
+  });
+});
+
+describe("learnOverhead", () => {
+  it("takes an exact count's difference as it is, and an upper bound's only to raise what is kept free", () => {
+    const o = newOverhead();
+    expect(keptFree(o, 50)).toBe(50);
+    // Against an upper bound: below the margin teaches nothing, above it raises.
+    noteCount(o, 1000, true);
+    learnOverhead(o, 1020, 50);
+    expect(keptFree(o, 50)).toBe(50);
+    noteCount(o, 1000, true);
+    learnOverhead(o, 1300, 50);
+    expect(keptFree(o, 50)).toBe(300);
+    // Against an exact count: the difference, even a smaller one; a server that counts less leaves none.
+    noteCount(o, 1000, false);
+    learnOverhead(o, 1120, 50);
+    expect(keptFree(o, 50)).toBe(120);
+    noteCount(o, 1000, false);
+    learnOverhead(o, 900, 50);
+    expect(keptFree(o, 50)).toBe(0);
+    // Nothing reported (a provider without usage), or reported twice for one request: nothing learned.
+    learnOverhead(o, 5000, 50);
+    noteCount(o, 1000, false);
+    learnOverhead(o, 0, 50);
+    expect(keptFree(o, 50)).toBe(0);
   });
 });

@@ -3,6 +3,14 @@ import { describeMedia } from "../core/media.js";
 import type { MediaPart, Message, UserMessage } from "../core/messages.js";
 import type { Model, ToolSpec } from "../models/adapter.js";
 import {
+  keptFree,
+  learnOverhead,
+  newOverhead,
+  noteCount,
+  OVERHEAD_MARGIN,
+  type Overhead,
+} from "./overhead.js";
+import {
   contextWindowFor,
   countSystem,
   countTools,
@@ -137,10 +145,8 @@ export interface ContextMemo {
   system: string | undefined;
   tools: readonly ToolSpec[] | undefined;
   fixed: number;
-  /** Our count of the last request shaped (by the bound or exactly), until a reported count is compared with it; 0 after. */
-  counted: number;
-  /** The tokens the server adds to our count of a request, as last learned; -1 until learned. */
-  overhead: number;
+  /** What the server adds to our count of a request, as this run learned it. */
+  overhead: Overhead;
 }
 
 /** An empty memo, every field in place (one object shape for every run). */
@@ -152,22 +158,8 @@ export function newContextMemo(): ContextMemo {
     system: undefined,
     tools: undefined,
     fixed: 0,
-    counted: 0,
-    overhead: -1,
+    overhead: newOverhead(),
   };
-}
-
-/**
- * The share of the budget a run keeps free until it learned the server's overhead (what a chat
- * template adds around the messages and tool schemas, which our count cannot see).
- */
-export const OVERHEAD_MARGIN = 0.05;
-
-/** Compares the provider's count of the last shaped request with ours: the overhead the next requests leave room for. */
-function learn(memo: ContextMemo, reported: number | undefined): void {
-  if (reported === undefined || !(reported > 0) || memo.counted === 0) return;
-  memo.overhead = Math.max(0, reported - memo.counted);
-  memo.counted = 0;
 }
 
 export function loopContext(options: ContextOptions): LoopContext {
@@ -239,7 +231,7 @@ export function loopContext(options: ContextOptions): LoopContext {
       for (; b.upTo < history.length; b.upTo++) b.total += bound.countMessage(history[b.upTo] as Message);
       b.last = history[b.upTo - 1];
       if (b.fixed + b.total <= limit) {
-        if (memo) memo.counted = b.fixed + b.total;
+        if (memo) noteCount(memo.overhead, b.fixed + b.total, true);
         return true;
       }
       b.total = 0;
@@ -381,8 +373,8 @@ export function loopContext(options: ContextOptions): LoopContext {
   ): readonly Message[] | Promise<readonly Message[]> {
     let limit = budget;
     if (memo) {
-      learn(memo, reported);
-      limit -= memo.overhead < 0 ? margin : memo.overhead;
+      learnOverhead(memo.overhead, reported, margin);
+      limit -= keptFree(memo.overhead, margin);
     }
     if (fitsByBound(history, system, tools, memo, limit)) return history;
     const w = windowFor(history, memo);
@@ -399,14 +391,14 @@ export function loopContext(options: ContextOptions): LoopContext {
       }
     }
     const room = limit - fixed - at(w.prefix, w.head);
-    if (memo) memo.counted = limit - room; // the fixed part and the head; the rest is added below
+    const counted = limit - room; // the fixed part and the head
     if (w.cut === w.head) {
       if (total - at(w.prefix, w.head) <= room || w.lastCut <= w.head) {
-        if (memo) memo.counted += total - at(w.prefix, w.head);
+        if (memo) noteCount(memo.overhead, counted + total - at(w.prefix, w.head), false);
         return history;
       }
     } else if (w.noticeTokens + total - at(w.prefix, w.cut) <= room || w.cut === w.lastCut) {
-      if (memo) memo.counted += w.noticeTokens + total - at(w.prefix, w.cut);
+      if (memo) noteCount(memo.overhead, counted + w.noticeTokens + total - at(w.prefix, w.cut), false);
       return extend(w, history);
     }
 
@@ -417,9 +409,9 @@ export function loopContext(options: ContextOptions): LoopContext {
     const target = Math.floor((room - reserve) * (1 - headroom));
     const cut = turnStart(history, w, firstAtLeast(w.prefix, total - target, Math.max(w.cut, w.head + 1), n));
     if (summarizer && (w.summary?.upTo ?? w.head) < cut) {
-      return summarize(w, history, cut, signal).then(() => place(w, history, cut, room, memo));
+      return summarize(w, history, cut, signal).then(() => place(w, history, cut, room, memo, counted));
     }
-    return place(w, history, cut, room, memo);
+    return place(w, history, cut, room, memo, counted);
   }
 
   /** Moves the cut on until the notice and the kept messages fit; the sent array starts over. */
@@ -429,6 +421,8 @@ export function loopContext(options: ContextOptions): LoopContext {
     from: number,
     room: number,
     memo: ContextMemo | undefined,
+    /** Tokens of the fixed part and the head, for the memo's count of the request. */
+    base: number,
   ): readonly Message[] {
     const n = history.length;
     const kept = (cut: number) => at(w.prefix, n) - at(w.prefix, cut);
@@ -442,7 +436,7 @@ export function loopContext(options: ContextOptions): LoopContext {
     }
     w.cut = cut;
     w.noticeTokens = noticeTokens;
-    if (memo) memo.counted += noticeTokens + kept(cut);
+    if (memo) noteCount(memo.overhead, base + noticeTokens + kept(cut), false);
     w.sent = [...history.slice(0, w.head), notice, ...history.slice(cut, n)];
     w.sentUpTo = n;
     return extend(w, history);
