@@ -175,9 +175,10 @@ describe("server: headers, keys and secrets", () => {
     const lines: string[] = [];
     const leaky = new Agent({
       model: scriptedModel(() => ({
+        // A 500 (a 401 is not told to clients at all): its message reaches them, redacted.
         error: {
-          code: "http_401",
-          message: `Incorrect API key provided: ${upstreamKey} (local ${localKey})`,
+          code: "http_500",
+          message: `Upstream failed with ${upstreamKey} (local ${localKey})`,
         },
       })),
     });
@@ -203,7 +204,7 @@ describe("server: headers, keys and secrets", () => {
     ];
     const [leak502, leakStream, hook500, hookStream] = await Promise.all(bodies.map((r) => r.text()));
     expect(bodies.map((r) => r.status)).toEqual([502, 502, 500, 200]);
-    expect(leak502).toContain("Incorrect API key provided: [REDACTED]");
+    expect(leak502).toContain("Upstream failed with [REDACTED]");
     expect(hookStream).toContain('"code":"internal_error"');
     for (const text of [leak502, leakStream, hook500, hookStream, lines.join("\n")]) {
       expect(text).not.toContain(upstreamKey);

@@ -156,8 +156,16 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
 function requestFor(state: RunState, run: Run, system: string): ModelRequest | Promise<ModelRequest> {
   const { context } = run.options;
   const { signal } = run;
+  // The prompt tokens reported for the previous request teach the context what the server adds to its count.
   const messages = context
-    ? context.shape(state.messages, system, run.nativeTools, signal, run.contextMemo)
+    ? context.shape(
+        state.messages,
+        system,
+        run.nativeTools,
+        signal,
+        run.contextMemo,
+        state.steps.at(-1)?.usage.inputTokens,
+      )
     : state.messages;
   if (messages instanceof Promise) return messages.then((shaped) => requestOf(run, system, shaped));
   return requestOf(run, system, messages);

@@ -59,7 +59,7 @@ export const plural = (n: number, noun: string) => `${n} ${noun}${n === 1 ? "" :
 export function stopLine(
   stopReason: StopReason,
   iterations: number,
-  error?: { message: string },
+  error?: { message: string; code?: string },
   sessionId?: string,
 ): string | undefined {
   switch (stopReason) {
@@ -75,8 +75,14 @@ export function stopLine(
       return `agentloop: stopped after ${plural(iterations, "iteration")} (max_iterations); raise --max-iterations to allow more`;
     case "aborted":
       return "agentloop: aborted";
-    default:
-      return `agentloop: ${stopReason}: ${error?.message ?? "the run stopped"}`;
+    default: {
+      // No compaction yet: the budget is the one thing to change.
+      const fix =
+        error?.code === "context_length_exceeded"
+          ? "; set --max-context-tokens to the model's context size (a local server's, e.g. llama-server --ctx-size) so the history is pruned to fit"
+          : "";
+      return `agentloop: ${stopReason}: ${error?.message ?? "the run stopped"}${fix}`;
+    }
   }
 }
 

@@ -87,10 +87,17 @@ export function createAgent(
   tools: readonly Tool[] | (() => readonly Tool[]) = localTools(settings),
   onApproval?: AgentOptions["onApproval"],
 ): AnyAgent {
-  if (settings.costBudget !== undefined && !resolvePrice(model, settings.prices)) {
+  const price = settings.costBudget === undefined ? undefined : resolvePrice(model, settings.prices);
+  if (settings.costBudget !== undefined && !price) {
     throw new AgentloopError(
       "config",
       `A cost budget needs the price of model '${model.id}': add "prices": {"${model.id}": {"input": 0.15, "output": 0.6}} (USD per million tokens) to ${settings.configFile ?? "agentloop.json"}, or drop --cost-budget.`,
+    );
+  }
+  if (price && price.input === 0 && price.output === 0 && !price.cachedInput) {
+    // A model at a local URL is free unless priced: the budget would never be spent.
+    process.stderr.write(
+      `agentloop: warning: the cost budget (--cost-budget) has no effect: model '${model.id}' costs nothing (a local server, or priced 0); limit the run with --token-budget, or give the model a price in "prices"\n`,
     );
   }
   const ruled = approvalRules(settings.approval);

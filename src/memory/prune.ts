@@ -3,6 +3,14 @@ import { describeMedia } from "../core/media.js";
 import type { MediaPart, Message, UserMessage } from "../core/messages.js";
 import type { Model, ToolSpec } from "../models/adapter.js";
 import {
+  keptFree,
+  learnOverhead,
+  newOverhead,
+  noteCount,
+  OVERHEAD_MARGIN,
+  type Overhead,
+} from "./overhead.js";
+import {
   contextWindowFor,
   countSystem,
   countTools,
@@ -99,8 +107,12 @@ export function contextManager(options: ContextOptions): ContextManager {
 /** The context manager as the loop uses it (not exported from the package). */
 export interface LoopContext extends ContextManager {
   /**
-   * `fit` for one run: its counts live in `memo` (one per run, from `{}`), not in the manager's
-   * weak map, and there is no promise unless a summary must be written.
+   * `fit` for one run: its counts live in `memo` (one per run, from `newContextMemo()`), not in the
+   * manager's weak map, and there is no promise unless a summary must be written. `reported`: the
+   * prompt tokens the provider reported for the run's previous request (the one the last `shape`
+   * gave), from which the run learns what the server adds to our count (a chat template wrapped
+   * around the tool schemas): the requests that follow keep that much more room free. Until the run
+   * has learned it, a margin of `OVERHEAD_MARGIN` of the budget is kept instead.
    */
   shape(
     history: readonly Message[],
@@ -108,6 +120,7 @@ export interface LoopContext extends ContextManager {
     tools: readonly ToolSpec[],
     signal: AbortSignal | undefined,
     memo: ContextMemo,
+    reported?: number,
   ): readonly Message[] | Promise<readonly Message[]>;
 }
 
@@ -132,6 +145,8 @@ export interface ContextMemo {
   system: string | undefined;
   tools: readonly ToolSpec[] | undefined;
   fixed: number;
+  /** What the server adds to our count of a request, as this run learned it. */
+  overhead: Overhead;
 }
 
 /** An empty memo, every field in place (one object shape for every run). */
@@ -143,6 +158,7 @@ export function newContextMemo(): ContextMemo {
     system: undefined,
     tools: undefined,
     fixed: 0,
+    overhead: newOverhead(),
   };
 }
 
@@ -161,6 +177,7 @@ export function loopContext(options: ContextOptions): LoopContext {
   const maxToolResultTokens = options.maxToolResultTokens ?? Math.floor(budget / 4);
   const summarizer = options.strategy === "summarize" ? options.summarizer : undefined;
   const summaryTokens = Math.min(2_000, Math.floor(budget / 10));
+  const margin = Math.ceil(budget * OVERHEAD_MARGIN);
   const windows = new WeakMap<readonly Message[], Window>();
   const boundCounters = upperBoundsOf(counter);
   const bounds = new WeakMap<readonly Message[], Bound>();
@@ -175,6 +192,7 @@ export function loopContext(options: ContextOptions): LoopContext {
     system: string,
     tools: readonly ToolSpec[],
     memo: ContextMemo | undefined,
+    limit: number,
   ): boolean {
     let b: Bound | undefined;
     if (memo) {
@@ -212,7 +230,10 @@ export function loopContext(options: ContextOptions): LoopContext {
       }
       for (; b.upTo < history.length; b.upTo++) b.total += bound.countMessage(history[b.upTo] as Message);
       b.last = history[b.upTo - 1];
-      if (b.fixed + b.total <= budget) return true;
+      if (b.fixed + b.total <= limit) {
+        if (memo) noteCount(memo.overhead, b.fixed + b.total, true);
+        return true;
+      }
       b.total = 0;
       b.upTo = 0;
     }
@@ -348,8 +369,14 @@ export function loopContext(options: ContextOptions): LoopContext {
     tools: readonly ToolSpec[],
     signal: AbortSignal | undefined,
     memo: ContextMemo | undefined,
+    reported?: number,
   ): readonly Message[] | Promise<readonly Message[]> {
-    if (fitsByBound(history, system, tools, memo)) return history;
+    let limit = budget;
+    if (memo) {
+      learnOverhead(memo.overhead, reported, margin);
+      limit -= keptFree(memo.overhead, margin);
+    }
+    if (fitsByBound(history, system, tools, memo, limit)) return history;
     const w = windowFor(history, memo);
     const n = history.length;
     const total = at(w.prefix, n);
@@ -363,10 +390,15 @@ export function loopContext(options: ContextOptions): LoopContext {
         memo.fixed = fixed;
       }
     }
-    const room = budget - fixed - at(w.prefix, w.head);
+    const room = limit - fixed - at(w.prefix, w.head);
+    const counted = limit - room; // the fixed part and the head
     if (w.cut === w.head) {
-      if (total - at(w.prefix, w.head) <= room || w.lastCut <= w.head) return history;
+      if (total - at(w.prefix, w.head) <= room || w.lastCut <= w.head) {
+        if (memo) noteCount(memo.overhead, counted + total - at(w.prefix, w.head), false);
+        return history;
+      }
     } else if (w.noticeTokens + total - at(w.prefix, w.cut) <= room || w.cut === w.lastCut) {
+      if (memo) noteCount(memo.overhead, counted + w.noticeTokens + total - at(w.prefix, w.cut), false);
       return extend(w, history);
     }
 
@@ -377,13 +409,21 @@ export function loopContext(options: ContextOptions): LoopContext {
     const target = Math.floor((room - reserve) * (1 - headroom));
     const cut = turnStart(history, w, firstAtLeast(w.prefix, total - target, Math.max(w.cut, w.head + 1), n));
     if (summarizer && (w.summary?.upTo ?? w.head) < cut) {
-      return summarize(w, history, cut, signal).then(() => place(w, history, cut, room));
+      return summarize(w, history, cut, signal).then(() => place(w, history, cut, room, memo, counted));
     }
-    return place(w, history, cut, room);
+    return place(w, history, cut, room, memo, counted);
   }
 
   /** Moves the cut on until the notice and the kept messages fit; the sent array starts over. */
-  function place(w: Window, history: readonly Message[], from: number, room: number): readonly Message[] {
+  function place(
+    w: Window,
+    history: readonly Message[],
+    from: number,
+    room: number,
+    memo: ContextMemo | undefined,
+    /** Tokens of the fixed part and the head, for the memo's count of the request. */
+    base: number,
+  ): readonly Message[] {
     const n = history.length;
     const kept = (cut: number) => at(w.prefix, n) - at(w.prefix, cut);
     let cut = from;
@@ -396,6 +436,7 @@ export function loopContext(options: ContextOptions): LoopContext {
     }
     w.cut = cut;
     w.noticeTokens = noticeTokens;
+    if (memo) noteCount(memo.overhead, base + noticeTokens + kept(cut), false);
     w.sent = [...history.slice(0, w.head), notice, ...history.slice(cut, n)];
     w.sentUpTo = n;
     return extend(w, history);

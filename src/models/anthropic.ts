@@ -11,7 +11,13 @@ import {
   defaultStructuredOutput,
 } from "./anthropic-parts.js";
 import { AnthropicStreamAssembler, anthropicWireCache, toAnthropicRequestBody } from "./anthropic-wire.js";
-import { classifyError, type ModelErrorContext, ModelFailure, type SdkError } from "./model-errors.js";
+import {
+  classifyError,
+  fetchNoRepeats,
+  type ModelErrorContext,
+  ModelFailure,
+  type SdkError,
+} from "./model-errors.js";
 import { FREE, isLocalURL } from "./pricing.js";
 import {
   clientError,
@@ -40,7 +46,10 @@ export interface AnthropicModelOptions {
    * as `Authorization: Bearer`); with a `baseURL` and no credential at all, a placeholder key is sent.
    */
   apiKey?: string;
-  /** E.g. `http://127.0.0.1:8080` (the SDK appends `/v1/messages`). Defaults to `ANTHROPIC_BASE_URL`, then api.anthropic.com. */
+  /**
+   * E.g. `http://127.0.0.1:8080` (the SDK appends `/v1/messages`; a trailing `/v1` is dropped, so
+   * `http://127.0.0.1:8080/v1` works too). Defaults to `ANTHROPIC_BASE_URL`, then api.anthropic.com.
+   */
   baseURL?: string;
   /** `max_tokens`, which Anthropic requires. Default 4096, or `thinking.budgetTokens + 4096` with thinking on. */
   maxTokens?: number;
@@ -92,11 +101,13 @@ function sdkError(error: unknown): SdkError | undefined {
   if (!(error instanceof APIError)) return undefined;
   // Anthropic's body is {"type":"error","error":{"type","message"}}; the SDK's own message is that JSON.
   const detail = error.apiMessage ?? (error.message || error.name).replace(/^\d{3}\s+/, "");
+  const provider = error.type ? { code: error.type } : {};
   if (typeof error.status === "number") {
-    return { kind: "api", status: error.status, detail, contentType: error.headers?.get("content-type") };
+    const contentType = error.headers?.get("content-type");
+    return { kind: "api", status: error.status, detail, contentType, ...provider };
   }
   // An `event: error` inside a 200 stream, e.g. overloaded_error.
-  return { kind: "api", detail: `${detail}${error.type ? ` (${error.type})` : ""}` };
+  return { kind: "api", detail: `${detail}${error.type ? ` (${error.type})` : ""}`, ...provider };
 }
 
 /** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
@@ -114,7 +125,8 @@ export function toAnthropicModelError(error: unknown, ctx: AnthropicErrorContext
  * key) becomes an `error` event with code "missing_api_key" on the first `stream()` call.
  *
  * `stream()` yields `thinking_delta` / `text_delta` events as they arrive, then exactly one `done`
- * (the assembled reply, see `AnthropicStreamAssembler`) or `error` (codes: `http_<status>`,
+ * (the assembled reply, see `AnthropicStreamAssembler`) or `error` (codes: `context_length_exceeded`
+ * for a prompt longer than the context window ("prompt is too long"), `http_<status>`,
  * `provider_error` for an `event: error` inside a 200 stream, `connection`, `timeout` (no response
  * in time, or a stream silent for longer than the idle timeout), `aborted`, `stream_incomplete`
  * when the stream breaks, or ends with neither `stop_reason` nor `message_stop` (after the retries
@@ -131,7 +143,11 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
   /** The client, or `undefined` when there is no credential at all. Throws when the SDK refuses the options. */
   const getClient = (): Anthropic | undefined => {
     if (client) return client;
-    const baseURL = options.baseURL ?? (process.env.ANTHROPIC_BASE_URL?.trim() || undefined);
+    // The SDK appends `/v1/messages`: a base URL given with its `/v1` (as OpenAI-style ones are) works too.
+    const baseURL = (options.baseURL ?? (process.env.ANTHROPIC_BASE_URL?.trim() || undefined))?.replace(
+      /\/v1\/?$/,
+      "",
+    );
     const authToken = envToken();
     // Local servers that speak the Messages API need no key, but the client insists on a credential.
     const apiKey = options.apiKey?.trim() || envKey() || (authToken || !baseURL ? undefined : "not-needed");
@@ -142,6 +158,7 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
       ...(apiKey ? { apiKey, defaultHeaders: { "x-api-key": apiKey, authorization: null } } : { authToken }),
       ...(baseURL === undefined ? {} : { baseURL }),
       maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
+      fetch: fetchNoRepeats,
       // Failures reach the caller as error events; keep the client quiet unless ANTHROPIC_LOG asks.
       ...(process.env.ANTHROPIC_LOG ? {} : { logLevel: "off" as const }),
       ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),

@@ -46,9 +46,78 @@ export type SdkError =
   | { kind: "connection" }
   /**
    * `APIError`: with a `status`, an HTTP error answer; without one, an error event inside a 200
-   * stream. `detail` is the provider's message (no leading status code).
+   * stream. `detail` is the provider's message (no leading status code); `code` the provider's
+   * error code or type when it sent one (`context_length_exceeded`, `exceed_context_size_error`,
+   * `overloaded_error`).
    */
-  | { kind: "api"; status?: number; detail: string; contentType?: string | null };
+  | { kind: "api"; status?: number; detail: string; contentType?: string | null; code?: string };
+
+/**
+ * How each provider says a request does not fit the model's context window: OpenAI's code
+ * `context_length_exceeded` ("This model's maximum context length is ..."), Anthropic's "prompt is
+ * too long: N tokens > M maximum", llama.cpp's `exceed_context_size_error` ("the request exceeds
+ * the available context size"), vLLM's "maximum context length is" and "is longer than the maximum
+ * model length", Ollama's "input length exceeds the context length", Mistral's "too large for model
+ * with N maximum context length".
+ */
+const CONTEXT_OVERFLOW =
+  /context_length_exceeded|exceed_context_size_error|exceeds the available context size|maximum context length|prompt is too long|model_context_window_exceeded|longer than the maximum model length|input length exceeds the context length|too large for model with/i;
+
+/**
+ * The answers of a server that will answer the same request the same way again, whatever its
+ * status (llama.cpp answers them with a 500): a chat template that fails to render or to parse,
+ * a server started without `--jinja` given tools, a parameter it does not support.
+ */
+const DETERMINISTIC =
+  /--jinja|unsupported param|failed to parse|cannot use tools with stream|at row \d+, column \d+|chat template|jinja template/i;
+
+/**
+ * The types of a provider's error that a later request may not meet: an error event inside a 200
+ * stream of one of these is retried like the HTTP status it stands for (5xx, 429, 529).
+ */
+const TRANSIENT =
+  /server_error|api_error|overloaded|rate_limit|timeout_error|service_unavailable|internal_error/i;
+
+/** The code of a `ModelError` for a request that does not fit the model's context window (any provider). */
+export const CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded";
+
+/** Whether the request failed because the prompt does not fit the model's context window (any provider). */
+export const isContextOverflow = (error: { code: string }): boolean => error.code === CONTEXT_LENGTH_EXCEEDED;
+
+/** Whether an error answer (its body's text) will come again for the same request: never worth a retry. */
+export const isDeterministicFailure = (body: string): boolean => DETERMINISTIC.test(body);
+
+/**
+ * The one retry policy of a failed streaming attempt (the SDKs apply the same to HTTP statuses):
+ * a stream that broke off, or an error event inside it whose type is transient (server error,
+ * overloaded, rate limited), unless its message says it will repeat.
+ */
+export function isRetryableStreamFailure(failure: ModelError): boolean {
+  if (failure.code === "stream_incomplete") return true;
+  return (
+    failure.code === "provider_error" &&
+    TRANSIENT.test(failure.message) &&
+    !DETERMINISTIC.test(failure.message)
+  );
+}
+
+/**
+ * A fetch for the SDK clients that marks an error answer `isDeterministicFailure` says will repeat
+ * with `x-should-retry: false`, which both SDKs honour over their status rules (they retry every
+ * 5xx). Only 5xx answers without that header are buffered here (an error body is small); every
+ * other response passes untouched.
+ */
+export const fetchNoRepeats: typeof fetch = async (input, init) => {
+  const response = await fetch(input, init);
+  if (response.status < 500 || response.headers.has("x-should-retry")) return response;
+  const body = await response.text().catch(() => "");
+  const headers = new Headers(response.headers);
+  // The body is decoded now: its length and encoding no longer describe it.
+  headers.delete("content-length");
+  headers.delete("content-encoding");
+  if (isDeterministicFailure(body)) headers.set("x-should-retry", "false");
+  return new Response(body, { status: response.status, statusText: response.statusText, headers });
+};
 
 /** A `ModelError` whose message is one line, without any of `secrets`, at most 1,000 characters. */
 export function modelError(
@@ -142,7 +211,9 @@ function shownURL(baseURL: string | undefined): string {
 /**
  * Classifies anything thrown during a request, in this order: the idle timer fired → `timeout`;
  * the caller aborted → `aborted`; a `ModelFailure` → its own code; the SDK's connection timeout →
- * `timeout`, connection error → `connection`; an HTTP error → `http_<status>` (an HTML error page
+ * `timeout`, connection error → `connection`; a context overflow (HTTP 400/413/422 or an error event
+ * whose code or message `CONTEXT_OVERFLOW` knows) → `context_length_exceeded` with its status; an
+ * HTTP error → `http_<status>` (an HTML error page
  * summarised by its title, a hint for 401/404); an error event in a stream → `provider_error`;
  * malformed JSON → `invalid_response`; undici's body/headers timeouts → `timeout`; anything else
  * once the stream was open → `stream_incomplete`; a socket reset before it → `connection`; else
@@ -162,19 +233,43 @@ export function classifyError(error: unknown, ctx: ModelErrorContext, sdk?: SdkE
     );
   }
   if (ctx.aborted || sdk?.kind === "abort") return make("aborted", "Model request aborted");
-  if (error instanceof ModelFailure) return make(error.code, error.message);
+  if (error instanceof ModelFailure) {
+    // A failed response (Responses API) names its code in its message.
+    if (error.code === "provider_error" && CONTEXT_OVERFLOW.test(error.message)) {
+      const detail = error.message.replace(/^Model API error: /, "");
+      return make(CONTEXT_LENGTH_EXCEEDED, `The prompt exceeds the model's context window: ${detail}`);
+    }
+    return make(error.code, error.message);
+  }
   if (sdk?.kind === "connection_timeout") return make("timeout", `Model API request timed out${after}`);
   if (sdk?.kind === "connection") return make("connection", connectionMessage(raw, cause, ctx.baseURL));
   if (sdk?.kind === "api") {
-    if (sdk.status === undefined) return make("provider_error", `Model API error: ${sdk.detail}`);
+    const { status } = sdk;
+    const said = `${sdk.code ?? ""} ${sdk.detail}`;
+    if (
+      (status === undefined || status === 400 || status === 413 || status === 422) &&
+      CONTEXT_OVERFLOW.test(said)
+    ) {
+      const where = status === undefined ? "" : ` (HTTP ${status})`;
+      return make(
+        CONTEXT_LENGTH_EXCEEDED,
+        `The prompt exceeds the model's context window${where}: ${sdk.detail}`,
+        status,
+      );
+    }
+    if (status === undefined) return make("provider_error", `Model API error: ${sdk.detail}`);
     let detail = sdk.detail;
     if (isHtml(detail, sdk.contentType)) {
       // A proxy's error page: its title says enough, the markup would only drown the line.
       detail = `${htmlTitle(detail) ?? "no title"} (an HTML page, probably from a proxy)`;
     }
     detail = detail.replace(/^status code \(no body\)$/, "no error message in the body");
-    detail += statusHint(sdk.status);
-    return make(`http_${sdk.status}`, `Model API error (HTTP ${sdk.status}): ${detail}`, sdk.status);
+    detail += statusHint(status);
+    if (status >= 500 && isDeterministicFailure(detail)) {
+      detail +=
+        " (not retried: the server answers this request the same way every time; check its configuration)";
+    }
+    return make(`http_${status}`, `Model API error (HTTP ${status}): ${detail}`, status);
   }
   if (error instanceof SyntaxError)
     return make("invalid_response", `Model API returned an invalid response: ${raw}`);

@@ -13,6 +13,7 @@ import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
 import { ChatStreamAssembler, completionToReply } from "./chat-assembler.js";
 import {
   classifyError,
+  fetchNoRepeats,
   htmlTitle,
   isHtml,
   type ModelErrorContext,
@@ -101,7 +102,10 @@ export interface OpenAIChatModelOptions {
   retryPartialStreams?: boolean;
   /** Default true; false sends a non-streaming request. */
   stream?: boolean;
-  /** Bring your own client (e.g. `AzureOpenAI`); `apiKey`/`baseURL`/`azure` are then ignored. */
+  /**
+   * Bring your own client (e.g. `AzureOpenAI`); `apiKey`/`baseURL`/`azure` are then ignored, and its
+   * own `fetch` is used (a 500 that will repeat is then retried like any other).
+   */
   client?: OpenAI;
   /** Extra request-body fields (temperature, reasoning_effort, ...), merged over the defaults. */
   extraBody?: Record<string, unknown>;
@@ -129,9 +133,24 @@ function sdkError(error: unknown): SdkError | undefined {
   if (error instanceof APIConnectionError) return { kind: "connection" };
   if (!(error instanceof APIError)) return undefined;
   const raw = error.message || error.name;
-  if (typeof error.status !== "number") return { kind: "api", detail: raw };
+  // OpenAI sends a string `code` (`context_length_exceeded`); llama.cpp a numeric one and its `type`.
+  const code = [typeof error.code === "string" ? error.code : undefined, error.type]
+    .filter(Boolean)
+    .join(" ");
+  const provider = code ? { code } : {};
+  // An error chunk inside a 200 stream: its type says whether another request may fare better.
+  if (typeof error.status !== "number") {
+    const type = error.type && error.type !== "error" ? ` (${error.type})` : "";
+    return { kind: "api", detail: `${raw}${type}`, ...provider };
+  }
   const contentType = error.headers?.get("content-type");
-  return { kind: "api", status: error.status, detail: raw.replace(/^\d{3}\s+/, ""), contentType };
+  return {
+    kind: "api",
+    status: error.status,
+    detail: raw.replace(/^\d{3}\s+/, ""),
+    contentType,
+    ...provider,
+  };
 }
 
 /** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
@@ -145,6 +164,7 @@ export function createClient(options: OpenAIChatModelOptions): OpenAI {
   const baseURL = options.baseURL ?? (process.env.OPENAI_BASE_URL?.trim() || undefined);
   const common = {
     maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
+    fetch: fetchNoRepeats,
     // Failures reach the caller as error events; keep the client quiet unless OPENAI_LOG asks.
     ...(process.env.OPENAI_LOG ? {} : { logLevel: "off" as const }),
     ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
@@ -176,8 +196,9 @@ export function createClient(options: OpenAIChatModelOptions): OpenAI {
  * key) becomes an `error` event with code "missing_api_key" on the first `stream()` call.
  *
  * `stream()` yields `thinking_delta` / `text_delta` events as they arrive, then exactly one `done`
- * (the assembled reply) or `error` (codes: `http_<status>`, `provider_error` for an error event
- * inside a 200 stream, `connection`, `timeout` (no response in time, or a stream silent for
+ * (the assembled reply) or `error` (codes: `context_length_exceeded` for a prompt longer than the
+ * context window, as any provider says it (`isContextOverflow`), `http_<status>`, `provider_error`
+ * for an error event inside a 200 stream, `connection`, `timeout` (no response in time, or a stream silent for
  * longer than the idle timeout), `aborted`, `stream_incomplete` when the stream breaks or ends
  * without a finish_reason (after the retries described at `retryPartialStreams`),
  * `invalid_response` (malformed JSON, an HTML page or another body that is not an event stream),

@@ -71,7 +71,7 @@ const DEFAULT_MAX_RETRIES = 3;
  *
  * `stream()` yields `thinking_delta` / `text_delta` events as they arrive, then exactly one `done`
  * (the assembled reply, see `ResponsesStreamAssembler`) or `error`: codes as `openAIChatModel`'s
- * (`http_<status>`, `connection`, `timeout`, `aborted`, `invalid_response`, `missing_api_key`,
+ * (`context_length_exceeded`, `http_<status>`, `connection`, `timeout`, `aborted`, `invalid_response`, `missing_api_key`,
  * `invalid_config`), plus `provider_error` for a `response.failed` or an `error` event inside a
  * 200 stream (the provider's message and code), and `stream_incomplete` for a stream that breaks
  * or ends without `response.completed` (or `response.incomplete`), after the retries described at

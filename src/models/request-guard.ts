@@ -1,5 +1,12 @@
 import type { ModelError, ModelEvent } from "./adapter.js";
-import { htmlTitle, isHtml, type ModelErrorContext, ModelFailure, modelError } from "./model-errors.js";
+import {
+  htmlTitle,
+  isHtml,
+  isRetryableStreamFailure,
+  type ModelErrorContext,
+  ModelFailure,
+  modelError,
+} from "./model-errors.js";
 import { isStreamAttempts, pause, type StreamAttempts, streamRetryDelay } from "./stream-retry.js";
 
 /**
@@ -73,8 +80,9 @@ const aborted = () => new ModelFailure("aborted", "Model request aborted");
  *
  * `body` gives the request's events, or for a streaming request its `StreamAttempts`, read here
  * (one generator between the SDK's stream and the caller, not two): the deltas as they arrive,
- * then exactly one `done` (the assembled reply) or `error`. A failure classified
- * `stream_incomplete` (the stream broke, or ended before it was complete) is retried from scratch
+ * then exactly one `done` (the assembled reply) or `error`. A failure `isRetryableStreamFailure`
+ * accepts (the stream broke or ended before it was complete, or brought a transient error event
+ * such as `overloaded_error`, as the SDKs retry that status over HTTP) is retried from scratch
  * up to `retries` times when no delta was yielded yet, or always with `retryPartial`, unless it is
  * a final `ModelFailure`. A 200 answer with an HTML content type is an `invalid_response` named by
  * the page's title. The idle timer runs only while waiting for the next event, never while the
@@ -173,7 +181,7 @@ export async function* guardRequest(
         guard.disarm();
         const failure = plan.toError(error, ctx);
         const retry =
-          failure.code === "stream_incomplete" &&
+          isRetryableStreamFailure(failure) &&
           !(error instanceof ModelFailure && error.final) &&
           attempt < plan.retries &&
           (!emitted || plan.retryPartial);

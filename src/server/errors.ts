@@ -7,7 +7,7 @@ export interface OpenAIErrorBody {
   error: { message: string; type: string; code: string | null; param: string | null };
 }
 
-export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 500 | 501 | 502 | 503;
+export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 422 | 500 | 501 | 502 | 503;
 
 const TYPES: Record<ErrorStatus, string> = {
   400: "invalid_request_error",
@@ -17,6 +17,7 @@ const TYPES: Record<ErrorStatus, string> = {
   409: "conflict_error",
   413: "invalid_request_error",
   415: "invalid_request_error",
+  422: "invalid_request_error",
   500: "server_error",
   501: "server_error",
   502: "upstream_error",
@@ -53,33 +54,69 @@ export function errorResponse(
   });
 }
 
-/**
- * Whether a run's error must not reach a remote client as it is: a connection failure names where
- * the agent's model API is (`Nothing is listening at http://10.0.0.7:8000/v1`), an internal address.
- */
-export const withheld = (error: { code: string }): boolean => error.code === "connection";
+/** What a remote client reads instead of a `withheld` error, by its code. */
+const WITHHELD: Record<string, string> = {
+  connection:
+    "The agent's model API could not be reached (connection error); the server's log has the details.",
+  http_401:
+    "The agent's model API refused the server's credentials (HTTP 401): the server's operator must fix its API key; the server's log has the details.",
+  http_403:
+    "The agent's model API denied the server's credentials access (HTTP 403): the server's operator must fix its API key or permissions; the server's log has the details.",
+};
 
 /**
- * A run's error as a remote client may read it: one that is `withheld` says only that the model
- * API could not be reached (the server's log line has the rest); others (the provider's own
- * message, secrets redacted) pass as they are.
+ * Whether a run's error must not reach a remote client as it is: a connection failure names where
+ * the agent's model API is (`Nothing is listening at http://10.0.0.7:8000/v1`), an internal address;
+ * a 401 or 403 of the model API is about the server's own key (the provider's message may quote part of it).
+ */
+export const withheld = (error: { code: string }): boolean => Object.hasOwn(WITHHELD, error.code);
+
+/**
+ * A run's error as a remote client may read it: one that is `withheld` says only what failed and
+ * whose it is to fix (the server's log line has the rest); others (the provider's own message,
+ * secrets redacted) pass as they are.
  */
 export function clientError<E extends { message: string; code: string }>(error: E): E {
   if (!withheld(error)) return error;
-  const message =
-    "The agent's model API could not be reached (connection error); the server's log has the details.";
-  return { ...error, message };
+  return { ...error, message: WITHHELD[error.code] as string };
 }
 
 /**
- * The 502 of a run that ended on `circuit_breaker` or `model_error` before anything was
- * streamed. The model was already retried by its adapter, so clients are told not to retry
- * (`x-should-retry: false`, which the official clients honour).
+ * The status of a run's model error on the wire: the client's own fault stays the client's, as the
+ * model API said it (its request does not fit the context window: 400 `context_length_exceeded`;
+ * HTTP 400, 413, 422: the same status); the model API's rate limit is a 503 (the server is busy);
+ * anything else (the model API failed, refused the server's key, does not know its model, or the
+ * run broke its circuit) is a 502.
+ */
+function runErrorStatus(error: { code: string } | undefined): ErrorStatus {
+  switch (error?.code) {
+    case "context_length_exceeded":
+    case "http_400":
+      return 400;
+    case "http_413":
+      return 413;
+    case "http_422":
+      return 422;
+    case "http_429":
+      return 503;
+    default:
+      return 502;
+  }
+}
+
+/**
+ * The error answer of a run that ended on `circuit_breaker` or `model_error` before anything was
+ * streamed: status as `runErrorStatus` says, code the model error's (`context_length_exceeded`,
+ * `http_400`), else the stop reason (`upstream_error`'s 502). The model was already retried by its
+ * adapter, so clients are told not to retry (`x-should-retry: false`, which the official clients
+ * honour).
  */
 export function runErrorResponse(result: RunResult, redact: Redact): Response {
   const error = result.error && clientError(result.error);
   const message = redact(error?.message ?? `The run stopped: ${result.stopReason}.`);
-  return errorResponse(502, message, result.stopReason, { headers: { "x-should-retry": "false" } });
+  const status = runErrorStatus(result.stopReason === "model_error" ? error : undefined);
+  const code = status === 502 ? result.stopReason : (error?.code ?? result.stopReason);
+  return errorResponse(status, message, code, { headers: { "x-should-retry": "false" } });
 }
 
 /**

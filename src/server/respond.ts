@@ -114,8 +114,9 @@ function forClients(wire: RunWire<unknown>): RunWire<unknown> {
 /**
  * Answers a run like `POST /v1/chat/completions` (SPEC section 6), or on `a.wire`: a
  * `chat.completion`, or with `stream` Server-Sent Events of chunks ending with `data: [DONE]`; a
- * run that ends on an error stop before anything was streamed is a 502. Ends the tracked run (and
- * releases) in every case.
+ * run that ends on an error stop before anything was streamed is an error answer (`runErrorResponse`:
+ * a 502, or the model API's 4xx when the request was at fault). Ends the tracked run (and releases)
+ * in every case.
  */
 export async function answerRun(c: Context<ServerEnv>, deps: AnswerDeps, a: RunAnswer): Promise<Response> {
   const log = c.get("log");
