@@ -68,8 +68,11 @@ function failure(error: unknown, fallback: string): ModelFailure {
 
 export class ResponsesStreamAssembler {
   private readonly items = new Map<number, Item>();
-  /** Output indexes by item id (and function calls' `call_id`), for events without `output_index`. */
-  private readonly ids = new Map<string, number>();
+  /**
+   * Output indexes by item id (and function calls' `call_id`) of the items announced without an
+   * `output_index`, for the events that name them; made by the first one (most streams never need it).
+   */
+  private ids: Map<string, number> | undefined;
   private content = "";
   private thinking = "";
   /** The reasoning part the last thinking text came from (`<output index>:<part>`). */
@@ -86,8 +89,12 @@ export class ResponsesStreamAssembler {
     // Without `output_index` (llama.cpp's server) the item is the one its `item_id` names.
     const index = num(event.output_index) ?? this.named(event.item_id);
     switch (event.type) {
-      case "response.output_item.added":
-        return this.added(index ?? this.itemIndex(event.item) ?? this.items.size, event.item);
+      case "response.output_item.added": {
+        if (index !== undefined) return this.added(index, event.item);
+        const at = this.itemIndex(event.item) ?? this.items.size;
+        this.name(event.item, at);
+        return this.added(at, event.item);
+      }
       case "response.output_item.done":
         return this.itemDone(index ?? this.itemIndex(event.item) ?? this.items.size - 1, event.item);
       case "response.output_text.delta":
@@ -155,13 +162,24 @@ export class ResponsesStreamAssembler {
 
   /** The output index of the item an event's `item_id` names, when one was announced with that id. */
   private named(itemId: unknown): number | undefined {
-    return typeof itemId === "string" ? this.ids.get(itemId) : undefined;
+    return typeof itemId === "string" ? this.ids?.get(itemId) : undefined;
   }
 
   /** The output index of an announced item, found by its `id` (or a function call's `call_id`). */
   private itemIndex(raw: unknown): number | undefined {
     if (!isObject(raw)) return undefined;
     return this.named(raw.id) ?? this.named(raw.call_id);
+  }
+
+  /** Lets events find the item at `index` by its id (llama.cpp's function call events name its `call_id`). */
+  private name(raw: unknown, index: number): void {
+    if (!isObject(raw)) return;
+    this.ids ??= new Map();
+    const ids = this.ids;
+    const id = str(raw.id);
+    if (id) ids.set(id, index);
+    const callId = str(raw.call_id);
+    if (callId && !ids.has(callId)) ids.set(callId, index);
   }
 
   /** The item at `index`, created as `kind` when a server skipped its `output_item.added`. */
@@ -181,11 +199,6 @@ export class ResponsesStreamAssembler {
       it.type === "message" || it.type === "reasoning" || it.type === "function_call" ? it.type : "other";
     const item = this.item(index, kind);
     item.kind = kind;
-    // Events that name the item by id find it (llama.cpp's function call deltas name its `call_id`).
-    const id = str(it.id);
-    if (id) this.ids.set(id, index);
-    const callId = str(it.call_id);
-    if (callId && !this.ids.has(callId)) this.ids.set(callId, index);
     if (kind === "function_call") {
       item.callId = str(it.call_id) ?? item.callId;
       item.name = str(it.name) ?? item.name;
