@@ -116,7 +116,7 @@ describe("agentloop run --provider openai-responses", () => {
       "reasoning",
       "function_call",
       "function_call_output",
-      "assistant",
+      "message",
       "user",
     ]);
   });

@@ -169,7 +169,7 @@ describe("Agent loop", () => {
     const [unknown, json, schema, thrown] = results.map((m) => m.content);
     expect(unknown).toBe("Unknown tool 'nope'. Available tools: add, boom.");
     expect(json).toMatch(
-      /^Invalid JSON in the arguments of 'add': .+Send the arguments as one JSON object\.$/,
+      /^Invalid JSON in the arguments of 'add' \("\{\\"a\\": 1, \\"b\\":"\): .+Send the arguments as one JSON object\.$/,
     );
     expect(schema).toMatch(/^Invalid arguments for 'add': b: /);
     expect(thrown).toBe("disk on fire");

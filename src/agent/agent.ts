@@ -11,6 +11,7 @@ import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
 import { RunHandle } from "./handle.js";
+import { repairedHistory } from "./repair.js";
 import type { OptionsOf, ResumeOptions, RunOptions } from "./run-options.js";
 
 export type { ResumeOptions, RunOptions } from "./run-options.js";
@@ -300,6 +301,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
    */
   resume(state: RunState, options: ResumeOptions = {}): RunHandle<OutputOf<S>> {
     const s = checkRunState(state);
+    s.messages = repairedHistory(s.messages) ?? s.messages;
     if (s.status === "completed") {
       throw new AgentloopError(
         "invalid_state",

@@ -4,23 +4,31 @@
  * call order and let the guards see them.
  */
 import type { AgentEvent, StopReason } from "../core/events.js";
-import { type ToolCall, type ToolMessage, trimmed } from "../core/messages.js";
+import { type AssistantMessage, type ToolCall, type ToolMessage, trimmed } from "../core/messages.js";
 import type { PendingCalls, RunState } from "../core/run-state.js";
 import { type CallOutcome, type CallProgress, type PreparedCall, prepareCall } from "../tools/execute.js";
 import { CONTINUE, circuitBreaker, type Next, type Run, type Sink } from "./run.js";
 import { answeredCalls, pendingCalls, sortResults } from "./state.js";
 import { recordCall, recordFailure, recordSuccess, repetitionWarning, tripped } from "./stop.js";
 
-/** The pending reply's calls without a result (a resumed reply may have some: those never run again), prepared. */
+/**
+ * The pending reply's calls without a result (a resumed reply may have some: those never run
+ * again), prepared. A call whose arguments are not one JSON object is marked `invalid` in the reply
+ * (with its error): the history then sends `{}` for it, which every provider accepts, and its
+ * error result says what was wrong. The loop prepares a fresh reply's calls before storing it.
+ */
 export function openCalls(state: RunState, run: Run): PreparedCall[] {
   const pending = state.pending as PendingCalls;
-  const calls = pendingCalls(state);
+  const calls = (state.messages[pending.assistant] as AssistantMessage).toolCalls as ToolCall[];
   // A fresh reply has no results yet.
   const done = state.messages.length > pending.assistant + 1 ? answeredCalls(state) : undefined;
   const open: PreparedCall[] = [];
   for (let i = 0; i < calls.length; i++) {
     const call = calls[i] as ToolCall;
-    if (!done?.has(call.id)) open.push(prepareCall(call, i, run.tools));
+    if (done?.has(call.id)) continue;
+    const prepared = prepareCall(call, i, run.tools);
+    if (prepared.malformed) calls[i] = prepared.call = { ...call, invalid: prepared.error as string };
+    open.push(prepared);
   }
   return open;
 }

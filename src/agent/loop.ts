@@ -24,6 +24,7 @@ import {
   iterationWarning,
   systemPrompt,
 } from "./prompt.js";
+import { uniqueIds } from "./repair.js";
 import { CONTINUE, circuitBreaker, type Next, type Run, type Sink } from "./run.js";
 import { closePending, pendingApprovals } from "./state.js";
 import { recordFailure } from "./stop.js";
@@ -31,6 +32,8 @@ import { recordFailure } from "./stop.js";
 const ABORTED: Next = { type: "stop", stopReason: "aborted" };
 const FINAL_ANSWER: Next = { type: "stop", stopReason: "final_answer" };
 const NO_EVENTS: readonly AgentEvent[] = [];
+/** Any character but whitespace: a reply without one (and without calls or a refusal) is empty. */
+const VISIBLE = /\S/;
 
 /**
  * A run from its state to its stop: iterations of one model call and the tool calls it asks for
@@ -44,6 +47,7 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
   const { checkpoint } = run;
   let next: Next = CONTINUE;
   let event: AgentEvent;
+  let open: PreparedCall[] | undefined;
   // A clock reading no other code has run since (a drained run nobody listens to, between sync
   // steps), or -1: reused rather than read again.
   let clock = -1;
@@ -51,6 +55,7 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
     // The input (or the decisions of a resumed run) is stored before the model is asked.
     if (checkpoint) await checkpoint(state);
     while (next === CONTINUE) {
+      open = undefined;
       if (!state.pending) {
         const system = startIteration(state, run, clock);
         if (typeof system !== "string") {
@@ -85,8 +90,12 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           break;
         }
         // The reply is stored before any of its calls starts (and before its event), so a crash
-        // never asks the model again for it.
-        if (state.pending && checkpoint) await checkpoint(state);
+        // never asks the model again for it; its calls are prepared first, which marks those whose
+        // arguments no provider would take back.
+        if (state.pending) {
+          open = openCalls(state, run);
+          if (checkpoint) await checkpoint(state);
+        }
         if (!sink.quiet) {
           event = messageEvent(state);
           sink.emit(event);
@@ -103,7 +112,7 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
       // The pending reply's calls: those without a result run (after approval where needed), each
       // result is appended and checkpointed the moment it completes, and once all are in they are
       // put in call order and the guards see them.
-      const open = openCalls(state, run);
+      open ??= openCalls(state, run);
       for (let i = 0; !sink.quiet && i < open.length; i++) {
         event = callEvent(open[i] as PreparedCall, state.runId);
         sink.emit(event);
@@ -272,7 +281,9 @@ function takeReply(
   }
   if (run.options.price) reply.usage.costUsd = costOf(reply.usage, run.options.price);
   addUsage(state.usage, reply.usage);
-  const { content, toolCalls, refusal } = reply;
+  const { content, refusal } = reply;
+  // Ids unique on arrival: approvals, results and resumes find a call by its id.
+  const toolCalls = uniqueIds(reply.toolCalls) ?? reply.toolCalls;
   // Whole literals, not fields added one by one: object shapes V8 keeps for good.
   const assistant: AssistantMessage =
     toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content };
@@ -292,7 +303,9 @@ function takeReply(
     toolErrors: 0,
   });
   // Rare, so added only when set: a step that was not cut short has no `incomplete` key.
-  const incomplete = incompleteReason(reply.finishReason);
+  const incomplete =
+    incompleteReason(reply.finishReason) ??
+    (toolCalls.length === 0 && refusal === undefined && !VISIBLE.test(content) ? "empty" : undefined);
   if (incomplete) (state.steps[state.steps.length - 1] as IterationRecord).incomplete = incomplete;
   if (toolCalls.length > 0)
     state.pending = { assistant: state.messages.length - 1, decisions: [], breaking: [] };

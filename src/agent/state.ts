@@ -8,6 +8,7 @@ import {
   type ToolMessage,
 } from "../core/messages.js";
 import { RUN_STATE_VERSION, type RunState } from "../core/run-state.js";
+import { repairReply } from "./repair.js";
 
 export type { GuardState, PendingCalls, RunState, RunStatus } from "../core/run-state.js";
 export { RUN_STATE_VERSION } from "../core/run-state.js";
@@ -91,7 +92,9 @@ const rank = (message: Message, order: ReadonlyMap<string, number>) =>
 
 /**
  * A stored log in the order a run wrote it (tool results in completion order) as the history
- * the run had: every finished reply's results in call order. Returns a new array.
+ * the run had: every finished reply's results in call order, and each reply repaired as the loop
+ * takes replies now (`repairReply`: unique call ids, unreadable arguments marked `invalid`), so a
+ * log an older version stored loads and continues. Returns a new array.
  */
 export function inCallOrder(log: readonly Message[]): Message[] {
   const out = [...log];
@@ -100,7 +103,9 @@ export function inCallOrder(log: readonly Message[]): Message[] {
     if (message.role !== "assistant" || !message.toolCalls?.length) continue;
     let end = i + 1;
     while (end < out.length && (out[end] as Message).role === "tool") end++;
-    const order = new Map(message.toolCalls.map((call, k) => [call.id, k]));
+    repairReply(out, i, end);
+    const calls = (out[i] as AssistantMessage).toolCalls as ToolCall[];
+    const order = new Map(calls.map((call, k) => [call.id, k]));
     const block = out.slice(i + 1, end).sort((a, b) => rank(a, order) - rank(b, order));
     out.splice(i + 1, block.length, ...block);
     i = end - 1;

@@ -96,6 +96,8 @@ export function incompleteLine(
 ): string | undefined {
   if (!result.incomplete || result.stopReason !== "final_answer") return undefined;
   const finish = result.steps.at(-1)?.finishReason ?? result.incomplete;
+  if (result.incomplete === "empty")
+    return `agentloop: warning: the model's reply was empty (finish reason ${finish}): there is no answer; try again, or check the model and its server`;
   return result.incomplete === "length"
     ? `agentloop: warning: the answer was cut off at the model's output token limit (finish reason ${finish}): it is incomplete; raise the model's output limit or ask for a shorter answer`
     : `agentloop: warning: the answer was stopped by the provider's content filter (finish reason ${finish}): it is incomplete`;

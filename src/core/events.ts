@@ -42,7 +42,7 @@ export type AgentEventBody =
       pendingApprovals?: PendingApproval[];
       sessionId?: string;
       /** Set when the last reply was cut short (see `RunResult.incomplete`). */
-      incomplete?: "length" | "content_filter";
+      incomplete?: "length" | "content_filter" | "empty";
     }
   | { type: "error"; message: string; code: string };
 
@@ -96,10 +96,10 @@ export interface RunResult<Output = string> {
   refusal?: string;
   /**
    * Set when the last reply was cut short (see `IterationRecord.incomplete`): an answer that ends
-   * `final_answer` with it is truncated. With an `outputSchema` a cut-off answer is not taken: the
-   * model is asked again, told it was cut off.
+   * `final_answer` with it is truncated ("empty": there is none). With an `outputSchema` a cut-off
+   * answer is not taken: the model is asked again, told it was cut off.
    */
-  incomplete?: "length" | "content_filter";
+  incomplete?: "length" | "content_filter" | "empty";
   /** Set when the run ended on an error (model_error, circuit_breaker, ...). */
   error?: { message: string; code: string };
 }
@@ -115,9 +115,11 @@ export interface IterationRecord {
   finishReason: string;
   /**
    * Set when the reply was cut short: "length" (the model's output token limit) or
-   * "content_filter" (the provider's filter), whatever the provider calls it.
+   * "content_filter" (the provider's filter), whatever the provider calls it; or "empty" when it
+   * had nothing at all (no text but whitespace, no tool call, no refusal): an answer it ends is
+   * no answer.
    */
-  incomplete?: "length" | "content_filter";
+  incomplete?: "length" | "content_filter" | "empty";
   usage: Usage;
   toolCalls: number;
   toolErrors: number;

@@ -3,14 +3,20 @@
  * wire format; the loop only appends to it.
  */
 
-/** A tool call as the model requested it. `arguments` is the raw JSON text, unparsed. */
+/**
+ * A tool call as the model requested it. `arguments` is the raw JSON text, unparsed. The loop
+ * makes each id unique within its reply, and marks `invalid` a call whose arguments are not one
+ * JSON object, so a call without `invalid` always has arguments a provider takes back.
+ */
 export interface ToolCall {
   id: string;
   name: string;
   arguments: string;
   /**
    * Set when the model's output could not be read as a well-formed call (e.g. a malformed
-   * XML tool block): the reason, which goes back to the model as the call's error result.
+   * XML tool block, arguments cut off at the token limit or not one JSON object): the reason,
+   * which goes back to the model as the call's error result. Adapters send such a call's
+   * arguments back as `{}`.
    */
   invalid?: string;
 }

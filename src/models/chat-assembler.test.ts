@@ -58,6 +58,20 @@ describe("ChatStreamAssembler", () => {
     ]);
   });
 
+  it("keeps two calls with the same id at two indexes apart, continuations included", () => {
+    const { reply } = assemble([
+      tc({ index: 0, id: "dup", function: { name: "read", arguments: '{"a"' } }),
+      tc({ index: 1, id: "dup", function: { name: "write", arguments: '{"b"' } }),
+      tc({ index: 0, id: "dup", function: { arguments: ":1}" } }),
+      tc({ index: 1, function: { arguments: ":2}" } }),
+      chunk({}, "tool_calls"),
+    ]);
+    expect(reply.toolCalls).toEqual([
+      { id: "dup", name: "read", arguments: '{"a":1}' },
+      { id: "dup", name: "write", arguments: '{"b":2}' },
+    ]);
+  });
+
   it("serialises object arguments, takes a whole call in one delta, and names id-less calls", () => {
     const { reply } = assemble([
       tc({ function: { name: "get_weather", arguments: { city: "Tokyo" } } }),

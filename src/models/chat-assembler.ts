@@ -15,7 +15,8 @@ import type { ModelEvent, ModelReply } from "./adapter.js";
  * `delta.reasoning_content` or `delta.reasoning`; tool calls with arguments split over many chunks,
  * interleaved by `index`, an `index` that does not start at 0 or is missing (continues the current
  * call), `id` only on the first delta, `"id": ""` on continuations, an index reused for a new call
- * (a new non-empty id starts a new call), `function.arguments` as an object (serialised to JSON),
+ * (a new non-empty id starts a new call), two calls with the same id at two indexes (two calls),
+ * `function.arguments` as an object (serialised to JSON),
  * a whole call in one delta (Ollama, vLLM), and Ollama's whole calls with neither `index` nor `id`
  * (several in one chunk, or one after another: a named delta after a call with complete JSON
  * arguments starts a new call); `content: null` (vLLM, llama.cpp server); extra fields such as
@@ -32,6 +33,8 @@ interface PendingCall {
   id: string;
   name: string;
   arguments: string;
+  /** The wire `index` of its first delta, when it had one. */
+  index: number | undefined;
   /** Object arguments nested too deep to serialise: the call becomes an error result. */
   tooDeep?: boolean;
 }
@@ -170,15 +173,16 @@ export class ChatStreamAssembler {
     const name = str(fn.name) ?? "";
     const text = argumentsText(fn.arguments);
     const args = text ?? "";
-    let target = id === undefined ? undefined : this.calls.find((c) => c.id === id);
+    let target = id === undefined ? undefined : this.withId(id, index);
     if (!target) {
       const base = index === undefined ? this.indexless(name) : this.byIndex.get(index);
       // Same call unless a new id arrives for a call that already has a different one.
-      if (base && (id === undefined || base.id === "") && !(sibling && index === undefined)) target = base;
+      if (base && (id === undefined || base.id === "" || base.id === id) && !(sibling && index === undefined))
+        target = base;
     }
     if (!target) {
       if (id === undefined && !name && text === "") return; // nothing to start a call with
-      target = { id: "", name: "", arguments: "" };
+      target = { id: "", name: "", arguments: "", index };
       this.calls.push(target);
     }
     if (id !== undefined && target.id === "") target.id = id;
@@ -187,6 +191,19 @@ export class ChatStreamAssembler {
     if (text === undefined) target.tooDeep = true;
     if (index !== undefined) this.byIndex.set(index, target);
     this.current = target;
+  }
+
+  /**
+   * The latest call with this id that a delta at `index` may continue: one started at the same
+   * index, or where either has none. A model that gives two calls the same id at two indexes
+   * made two calls (the loop then makes their ids unique).
+   */
+  private withId(id: string, index: number | undefined): PendingCall | undefined {
+    for (let i = this.calls.length - 1; i >= 0; i--) {
+      const c = this.calls[i] as PendingCall;
+      if (c.id === id && (index === undefined || c.index === undefined || c.index === index)) return c;
+    }
+    return undefined;
   }
 
   /**

@@ -1,6 +1,7 @@
 import type OpenAI from "openai";
 import type { AssistantMessage, MediaPart, Message } from "../core/messages.js";
 import type { ModelRequest, ToolSpec } from "./adapter.js";
+import { wireArguments } from "./openai-wire.js";
 import { jsonSchemaFormat } from "./strict-schema.js";
 
 /**
@@ -78,15 +79,15 @@ function assistantItems(m: AssistantMessage, out: InputItem[]): void {
   const sent = new Set<string>();
   let textSent = m.content === "";
   const text = () => {
-    if (!textSent) out.push({ role: "assistant", content: m.content });
+    // With its type: llama.cpp's server refuses an assistant item without one (400).
+    if (!textSent) out.push({ type: "message", role: "assistant", content: m.content });
     textSent = true;
   };
   const call = (id: string) => {
     const c = calls.find((candidate) => candidate.id === id);
     if (!c || sent.has(id)) return;
     sent.add(id);
-    // Some servers reject an empty arguments string; "{}" means the same.
-    out.push({ type: "function_call", call_id: c.id, name: c.name, arguments: c.arguments || "{}" });
+    out.push({ type: "function_call", call_id: c.id, name: c.name, arguments: wireArguments(c) });
   };
   for (const ref of dataOf(m) ?? []) {
     if (ref.type === "reasoning" && typeof ref.encrypted_content === "string") {
@@ -153,6 +154,13 @@ export function toResponsesInput(messages: readonly Message[], cache?: Responses
   return out;
 }
 
+/** Whether the input sends back a reasoning item (they carry encrypted content). The latest are near the end. */
+function hasReasoning(input: readonly InputItem[]): boolean {
+  for (let i = input.length - 1; i >= 0; i--)
+    if ((input[i] as { type?: string }).type === "reasoning") return true;
+  return false;
+}
+
 export interface ResponsesRequestOptions {
   model: string;
   stream: boolean;
@@ -168,7 +176,8 @@ export interface ResponsesRequestOptions {
  * The request body: model, `instructions` (the system prompt, when non-empty), input, function
  * tools (`strict: false`: the tools' schemas are sent as they are), `parallel_tool_calls` (only
  * with tools), `reasoning` and `include: ["reasoning.encrypted_content"]` (with reasoning
- * settings), `text.format` json_schema (`strict` when the schema allows, as Chat Completions'
+ * settings; `include` alone when the history holds encrypted reasoning, unless `reasoning` is
+ * `false`), `text.format` json_schema (`strict` when the schema allows, as Chat Completions'
  * `response_format`) for a request with `output` (structured output),
  * `store: false`, then `extraBody`, then `stream`.
  */
@@ -188,15 +197,20 @@ export function toResponsesRequestBody(
     o.cache?.tools.set(request.tools, tools);
   }
   const reasoning = o.reasoning ?? (isReasoningModel(o.model) ? { summary: "auto" } : false);
+  const input = toResponsesInput(request.messages, o.cache);
+  // A model id it does not know (an Azure deployment name) still gets its reasoning back once a
+  // reply has shown encrypted reasoning: read from the history, so a resumed run asks alike.
+  const encrypted = reasoning !== false || (o.reasoning !== false && hasReasoning(input));
   return {
     model: o.model,
     ...(request.system ? { instructions: request.system } : {}),
-    input: toResponsesInput(request.messages, o.cache),
+    input,
     ...(tools.length > 0 ? { tools } : {}),
     ...(tools.length > 0 && o.parallelToolCalls !== undefined
       ? { parallel_tool_calls: o.parallelToolCalls }
       : {}),
-    ...(reasoning ? { reasoning, include: ["reasoning.encrypted_content"] } : {}),
+    ...(reasoning ? { reasoning } : {}),
+    ...(encrypted ? { include: ["reasoning.encrypted_content"] } : {}),
     ...(request.output && { text: { format: { type: "json_schema", ...jsonSchemaFormat(request.output) } } }),
     store: false,
     ...o.extraBody,

@@ -57,10 +57,10 @@ describe("openAIResponsesModel: the request", () => {
       instructions: "Be brief.",
       input: [
         { role: "user", content: "weather?" },
-        { role: "assistant", content: "Looking." },
+        { type: "message", role: "assistant", content: "Looking." },
         { type: "function_call", call_id: "c1", name: "get_weather", arguments: '{"city":"Oslo"}' },
         { type: "function_call_output", call_id: "c1", output: "sunny" },
-        { role: "assistant", content: "It is sunny." },
+        { type: "message", role: "assistant", content: "It is sunny." },
         { role: "user", content: "thanks" },
       ],
       tools: [{ type: "function", ...weather, strict: false }],

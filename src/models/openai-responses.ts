@@ -47,7 +47,9 @@ export interface OpenAIResponsesModelOptions
    * `include: ["reasoning.encrypted_content"]`. Default `{ summary: "auto" }` (reasoning summaries
    * stream as thinking) for OpenAI reasoning models (ids starting o1, o3, o4, gpt-5 or later,
    * codex, except `-chat` ones), else nothing; `{}` asks for encrypted reasoning from another
-   * reasoning model, `false` sends no reasoning settings.
+   * reasoning model, `false` sends no reasoning settings. Without settings, `include` is still
+   * sent once the history holds encrypted reasoning (a model id not recognised, such as an Azure
+   * deployment name), unless this is `false`.
    */
   reasoning?: { effort?: string; summary?: "auto" | "concise" | "detailed" | null } | false;
   /** Sent as `parallel_tool_calls` when the request has tools. Default: not sent (the provider's default). */

@@ -1,7 +1,7 @@
 import type OpenAI from "openai";
 import { AzureOpenAI } from "openai/azure";
 import { describeMedia, parseDataUrl } from "../core/media.js";
-import type { MediaPart, Message, ToolMessage } from "../core/messages.js";
+import type { MediaPart, Message, ToolCall, ToolMessage } from "../core/messages.js";
 import type { ModelRequest, ToolSpec } from "./adapter.js";
 import { jsonSchemaFormat } from "./strict-schema.js";
 
@@ -94,10 +94,19 @@ function wireMessage(m: Message, audio: boolean): WireMessage {
     tool_calls: m.toolCalls.map((c) => ({
       id: c.id,
       type: "function" as const,
-      // Some servers reject an empty arguments string; "{}" means the same.
-      function: { name: c.name, arguments: c.arguments || "{}" },
+      function: { name: c.name, arguments: wireArguments(c) },
     })),
   };
+}
+
+/**
+ * A call's arguments as a history sends them back: `{}` for an `invalid` call (its text may be
+ * anything: cut off at the token limit, not JSON, which servers that parse the history answer
+ * with a 500; its error result says what was wrong) and for empty arguments (some servers reject
+ * ""), else the text, one JSON object (see `ToolCall.invalid`).
+ */
+export function wireArguments(c: ToolCall): string {
+  return c.invalid === undefined && c.arguments !== "" ? c.arguments : "{}";
 }
 
 /**

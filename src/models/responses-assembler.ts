@@ -16,7 +16,9 @@ import { type OutputRef, RESPONSES_DATA_KEY, type ReasoningRef } from "./openai-
  *
  * - Output items are keyed by `output_index` (item ids may change between events, as GitHub
  *   Copilot's endpoint does), and kept in that order: parallel function calls come back in call
- *   order. An item only named in `response.completed` (never announced) is read from there.
+ *   order. An event without `output_index` (llama.cpp's server) goes to the item its `item_id`
+ *   (or its item's `id` or `call_id`) names, else to the last item. An item only named in
+ *   `response.completed` (never announced) is read from there.
  * - Text: `output_text` deltas; the text of `output_text.done` or `output_item.done` when nothing
  *   was streamed for it. Two message items (e.g. `phase` commentary, then the final answer) are
  *   separated by a blank line. Refusal parts are kept apart, as `refusal`.
@@ -66,6 +68,11 @@ function failure(error: unknown, fallback: string): ModelFailure {
 
 export class ResponsesStreamAssembler {
   private readonly items = new Map<number, Item>();
+  /**
+   * Output indexes by item id (and function calls' `call_id`) of the items announced without an
+   * `output_index`, for the events that name them; made by the first one (most streams never need it).
+   */
+  private ids: Map<string, number> | undefined;
   private content = "";
   private thinking = "";
   /** The reasoning part the last thinking text came from (`<output index>:<part>`). */
@@ -79,12 +86,17 @@ export class ResponsesStreamAssembler {
   /** Feeds one parsed stream event; returns the delta events it produced, in order. */
   push(event: unknown): ModelEvent[] {
     if (!isObject(event)) return [];
-    const index = num(event.output_index);
+    // Without `output_index` (llama.cpp's server) the item is the one its `item_id` names.
+    const index = num(event.output_index) ?? this.named(event.item_id);
     switch (event.type) {
-      case "response.output_item.added":
-        return this.added(index ?? this.items.size, event.item);
+      case "response.output_item.added": {
+        if (index !== undefined) return this.added(index, event.item);
+        const at = this.itemIndex(event.item) ?? this.items.size;
+        this.name(event.item, at);
+        return this.added(at, event.item);
+      }
       case "response.output_item.done":
-        return this.itemDone(index ?? this.items.size - 1, event.item);
+        return this.itemDone(index ?? this.itemIndex(event.item) ?? this.items.size - 1, event.item);
       case "response.output_text.delta":
         return this.text(this.item(index, "message"), index ?? -1, str(event.delta));
       case "response.output_text.done": {
@@ -146,6 +158,28 @@ export class ResponsesStreamAssembler {
   /** True once `response.completed` or `response.incomplete` arrived. */
   get complete(): boolean {
     return this.status !== undefined;
+  }
+
+  /** The output index of the item an event's `item_id` names, when one was announced with that id. */
+  private named(itemId: unknown): number | undefined {
+    return typeof itemId === "string" ? this.ids?.get(itemId) : undefined;
+  }
+
+  /** The output index of an announced item, found by its `id` (or a function call's `call_id`). */
+  private itemIndex(raw: unknown): number | undefined {
+    if (!isObject(raw)) return undefined;
+    return this.named(raw.id) ?? this.named(raw.call_id);
+  }
+
+  /** Lets events find the item at `index` by its id (llama.cpp's function call events name its `call_id`). */
+  private name(raw: unknown, index: number): void {
+    if (!isObject(raw)) return;
+    this.ids ??= new Map();
+    const ids = this.ids;
+    const id = str(raw.id);
+    if (id) ids.set(id, index);
+    const callId = str(raw.call_id);
+    if (callId && !ids.has(callId)) ids.set(callId, index);
   }
 
   /** The item at `index`, created as `kind` when a server skipped its `output_item.added`. */
@@ -239,7 +273,7 @@ export class ResponsesStreamAssembler {
     this.usage = mapUsage(response.usage) ?? this.usage;
     const events: ModelEvent[] = [];
     list(response.output).forEach((it, i) => {
-      if (this.items.has(i)) return;
+      if (this.items.has(i) || this.itemIndex(it) !== undefined) return;
       this.added(i, it);
       events.push(...this.itemDone(i, it));
     });

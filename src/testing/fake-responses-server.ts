@@ -44,6 +44,12 @@ export interface FakeResponsesReply {
   error?: { code: string; message: string };
   /** Streaming only: text written verbatim after `response.in_progress`, e.g. a malformed SSE line. */
   inject?: string;
+  /**
+   * Streaming only: stream as llama.cpp's server does: no `output_index` on any event (items are
+   * named by `item_id` alone), function call items without an `id` (their events name the
+   * `call_id`), and every `.done` event after the last item's deltas.
+   */
+  llamaCppEvents?: boolean;
 }
 
 /**
@@ -201,7 +207,29 @@ function script(request: FakeRequest, index: number, r: FakeResponsesReply, crea
           })
         : response("completed", { usage });
   emit(`response.${status}`, { response: final });
-  return { events, final };
+  return { events: r.llamaCppEvents ? llamaCpp(events) : events, final };
+}
+
+/** The events as llama.cpp's server orders and names them (see `FakeResponsesReply.llamaCppEvents`). */
+function llamaCpp(events: Json[]): Json[] {
+  const callIds = new Map<string, string>();
+  const renamed = events.map((e) => {
+    const { output_index: _index, ...rest } = e;
+    const item = rest.item as Json | undefined;
+    if (item?.type === "function_call") {
+      const { id, ...call } = item;
+      callIds.set(String(id), String(call.call_id));
+      return { ...rest, item: call };
+    }
+    return rest;
+  });
+  const named = renamed.map((e) =>
+    typeof e.item_id === "string" && callIds.has(e.item_id) ? { ...e, item_id: callIds.get(e.item_id) } : e,
+  );
+  const last = named.at(-1) as Json;
+  const body = named.slice(0, -1);
+  const isDone = (e: Json) => String(e.type).endsWith(".done");
+  return [...body.filter((e) => !isDone(e)), ...body.filter(isDone), last];
 }
 
 export async function startFakeResponsesServer(options: {

@@ -17,6 +17,8 @@ export interface PreparedCall {
   value?: unknown;
   /** Why the call cannot run; it becomes the error result. */
   error?: string;
+  /** The arguments are not one JSON object (`error` says why): no provider may be sent them again. */
+  malformed?: true;
 }
 
 /** Progress a running call reported. */
@@ -63,47 +65,78 @@ export function abortCalls(options: ExecuteOptions): void {
 }
 
 /**
- * Looks up, parses and validates one call. Never throws. Arguments nested deeper than
- * `MAX_ARGUMENT_DEPTH` (core/messages.ts) are an error, and `arguments` is then `{}`, so no event carries them.
+ * Looks up, parses and validates one call. Never throws. Arguments that are not one JSON object
+ * (see `readArguments`) are an error with `malformed` set, and `arguments` is then `{}`, so no
+ * event carries them.
  */
 export function prepareCall(call: ToolCall, index: number, tools: ReadonlyMap<string, Tool>): PreparedCall {
   const tool = tools.get(call.name);
   if (call.invalid !== undefined) return { index, call, arguments: {}, error: call.invalid };
-  // Checked on the text, before anything parses, validates or serialises the arguments.
-  if (nestedTooDeep(call.arguments)) {
-    return { index, call, arguments: {}, ...(tool && { tool }), error: tooDeepMessage(call.name) };
+  const read = readArguments(call);
+  if (typeof read === "string") {
+    return { index, call, arguments: {}, ...(tool && { tool }), error: read, malformed: true };
   }
-  let parsed: unknown;
-  try {
-    parsed = trimmed(call.arguments) === "" ? {} : JSON.parse(call.arguments);
-  } catch (error) {
-    return {
-      index,
-      call,
-      arguments: {},
-      ...(tool && { tool }),
-      error: `Invalid JSON in the arguments of '${call.name}': ${errorMessage(error)}. Send the arguments as one JSON object.`,
-    };
-  }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-    return { index, call, arguments: {}, error: `The arguments of '${call.name}' must be a JSON object.` };
-  }
-  const args = parsed as Record<string, unknown>;
   if (!tool) {
     const known = [...tools.keys()].join(", ") || "none";
-    return { index, call, arguments: args, error: `Unknown tool '${call.name}'. Available tools: ${known}.` };
+    return { index, call, arguments: read, error: `Unknown tool '${call.name}'. Available tools: ${known}.` };
   }
-  const checked = tool.validate(args);
+  const checked = tool.validate(read);
   if (!checked.ok) {
     return {
       index,
       call,
-      arguments: args,
+      arguments: read,
       tool,
       error: `Invalid arguments for '${call.name}': ${checked.message}`,
     };
   }
-  return { index, call, arguments: args, tool, value: checked.value };
+  return { index, call, arguments: read, tool, value: checked.value };
+}
+
+/**
+ * A call's arguments as the object they must be, or why they are not one (the call's error
+ * result, quoting the start of the text): invalid JSON (a call cut off at the token limit), JSON
+ * that is not an object, nesting deeper than `MAX_ARGUMENT_DEPTH` (checked on the text, before
+ * anything parses it), or a number too large for a double (`1e999`, which JSON.parse reads as
+ * Infinity and other parsers refuse). Empty text is `{}`. Never throws.
+ */
+export function readArguments(call: ToolCall): Record<string, unknown> | string {
+  const text = call.arguments;
+  if (nestedTooDeep(text)) return tooDeepMessage(call.name);
+  let parsed: unknown;
+  try {
+    parsed = trimmed(text) === "" ? {} : JSON.parse(text);
+  } catch (error) {
+    return `Invalid JSON in the arguments of '${call.name}' (${quote(text)}): ${errorMessage(error)}. Send the arguments as one JSON object.`;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    return `The arguments of '${call.name}' must be a JSON object, not ${quote(text)}.`;
+  }
+  // Only a long run of digits or a 3-digit exponent can overflow: most texts never walk the value.
+  if (OVERFLOW.test(text) && !allFinite(parsed)) {
+    return `The arguments of '${call.name}' (${quote(text)}) hold a number too large to represent: send it as a string, or a smaller number.`;
+  }
+  return parsed as Record<string, unknown>;
+}
+
+const OVERFLOW = /\d[eE][+-]?\d{3}|\d{309}/;
+
+/** Whether every number in `value` is finite. Iterative (its depth was checked on the text). */
+function allFinite(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+    if (typeof node === "number" && !Number.isFinite(node)) return false;
+    if (typeof node === "object" && node !== null) for (const child of Object.values(node)) stack.push(child);
+  }
+  return true;
+}
+
+/** The start of a text as a JSON string, for an error message. */
+function quote(text: string): string {
+  const max = 120;
+  return text.length <= max
+    ? JSON.stringify(text)
+    : `${JSON.stringify(text.slice(0, max))}... (${text.length} characters)`;
 }
 
 /** A progress report or an outcome, as `CallExecution.take` hands them out. */
