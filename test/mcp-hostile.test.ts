@@ -1,9 +1,13 @@
 // MCP servers that misbehave on the wire: replies the SDK cannot read, floods of notifications.
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { Agent } from "../src/agent/agent.js";
+import type { AgentEvent } from "../src/core/events.js";
 import { connectMcpServers } from "../src/mcp/index.js";
+import { scriptedModel } from "../src/testing/scripted-model.js";
 import { call } from "./support/mcp-helpers.js";
 
+const TEST_SERVER = fileURLToPath(new URL("./support/mcp-test-server.mjs", import.meta.url));
 const HOSTILE_SERVER = fileURLToPath(new URL("./support/hostile-mcp-server.mjs", import.meta.url));
 
 describe("a reply that is not valid JSON-RPC", () => {
@@ -29,6 +33,31 @@ describe("a reply that is not valid JSON-RPC", () => {
         isError: false,
       });
       expect(toolset.servers()[0]?.state).toBe("up");
+    } finally {
+      await toolset.close();
+    }
+  });
+});
+
+describe("a flood of progress notifications", () => {
+  it("becomes a few tool_progress events, the last one with the final progress, before the result", async () => {
+    const toolset = await connectMcpServers({ probe: { command: process.execPath, args: [TEST_SERVER] } });
+    try {
+      const model = scriptedModel([
+        { toolCalls: [{ name: "flood", arguments: { count: 32_000 } }] },
+        { text: "Flooded." },
+      ]);
+      const agent = new Agent({ model, tools: toolset.tools() });
+      const seen: AgentEvent[] = [];
+      for await (const event of agent.stream("Flood me.")) {
+        if (event.type === "tool_progress" || event.type === "tool_result") seen.push(event);
+      }
+      const progress = seen.filter((event) => event.type === "tool_progress");
+      expect(progress.length).toBeGreaterThan(0);
+      expect(progress.length).toBeLessThan(100);
+      expect(progress[0]).toMatchObject({ name: "flood", progress: 1, total: 32_000 });
+      expect(seen.at(-2)).toMatchObject({ type: "tool_progress", progress: 32_000, total: 32_000 });
+      expect(seen.at(-1)).toMatchObject({ type: "tool_result", content: "done", isError: false });
     } finally {
       await toolset.close();
     }

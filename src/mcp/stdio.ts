@@ -45,6 +45,8 @@ export class StdioTransport implements Transport {
   private child: ChildProcess | undefined;
   /** Received bytes not yet ending in a newline. */
   private buffer: Buffer | undefined;
+  /** A drain waits for the next microtask (see `drain`). */
+  private deferred = false;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly params: StdioParams) {}
@@ -110,20 +112,41 @@ export class StdioTransport implements Transport {
       void this.close();
       return;
     }
-    let buffer = this.buffer ? Buffer.concat([this.buffer, chunk]) : chunk;
-    for (let end = buffer.indexOf(10); end !== -1; end = buffer.indexOf(10)) {
+    this.buffer = this.buffer ? Buffer.concat([this.buffer, chunk]) : chunk;
+    if (!this.deferred) this.drain();
+  }
+
+  /**
+   * Hands on each complete line. A reply after a notification waits a microtask: the SDK handles
+   * a notification a microtask late and drops progress whose request has been answered by then,
+   * so the last progress of a call would be lost.
+   */
+  private drain(): void {
+    this.deferred = false;
+    let buffer = this.buffer;
+    let notified = false;
+    for (let end = buffer?.indexOf(10) ?? -1; buffer && end !== -1; end = buffer.indexOf(10)) {
       const line = buffer.toString("utf8", 0, end).replace(/\r$/, "");
-      buffer = buffer.subarray(end + 1);
       let message: JSONRPCMessage;
       try {
         message = readMessage(line);
       } catch (error) {
+        buffer = buffer.subarray(end + 1);
         this.onerror?.(error as Error); // a line that is not JSON-RPC: skipped
         continue;
       }
+      const notification = !("id" in message);
+      if (notified && !notification && !("method" in message)) {
+        this.buffer = buffer; // the reply is read again then
+        this.deferred = true;
+        queueMicrotask(() => this.drain());
+        return;
+      }
+      notified ||= notification;
+      buffer = buffer.subarray(end + 1);
       this.onmessage?.(message);
     }
-    this.buffer = buffer.length > 0 ? buffer : undefined;
+    this.buffer = buffer && buffer.length > 0 ? buffer : undefined;
   }
 
   private async stop(): Promise<void> {
