@@ -114,8 +114,7 @@ describe("server-everything over stdio", () => {
       "toggle-simulated-logging",
       "toggle-subscriber-updates",
       "trigger-long-running-operation",
-      // Offered to clients that declare the roots and elicitation capabilities.
-      "get-roots-list",
+      // Offered to clients that declare elicitation (and roots: only when some are offered).
       "trigger-elicitation-request",
     ]);
     expect(toolset.sources()[0]).toEqual({ name: "echo", server: "everything", originalName: "echo" });

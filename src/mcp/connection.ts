@@ -20,7 +20,7 @@ import { describeFailure, redactConfig, StartCancelled, StartFailure, startup } 
 import { SignInCancelled } from "./oauth-errors.js";
 import type { McpOAuthProvider } from "./oauth-provider.js";
 import { progressGate } from "./progress.js";
-import { answerServerRequests, CLIENT_CAPABILITIES, type McpRoot } from "./server-requests.js";
+import { answerServerRequests, clientCapabilities, type McpRoot } from "./server-requests.js";
 import { StdioTransport } from "./stdio.js";
 import { closeClient, listAllPrompts, listAllTools, openClient } from "./transport.js";
 
@@ -34,8 +34,8 @@ export interface ConnectionOptions {
   /** Called after the listed tools changed (a list_changed notification, or a restart). */
   onToolsChanged: () => void;
   onWarning: (message: string) => void;
-  /** What `roots/list` answers. */
-  roots: readonly McpRoot[];
+  /** What `roots/list` answers; without them the client declares no roots capability. */
+  roots?: readonly McpRoot[] | undefined;
   /** Answers the server's requests for input; without it they are declined. */
   onElicitation?: ElicitationHandler;
   /** A request of the server that was refused (e.g. a malformed form): each one, not deduplicated. */
@@ -267,7 +267,9 @@ export class McpConnection {
 
   /** Connects a new client over `transport`, watching for its loss and for tool list changes. */
   private async attach(transport: Transport): Promise<Client> {
-    const client = new Client(this.options.clientInfo, { capabilities: CLIENT_CAPABILITIES });
+    const client = new Client(this.options.clientInfo, {
+      capabilities: clientCapabilities(this.options.roots),
+    });
     const link = { client, transport };
     this.opening = link;
     client.onclose = () => this.lost(link);
