@@ -1,4 +1,6 @@
 // MCP servers that misbehave on the wire: replies the SDK cannot read, floods of notifications.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { Agent } from "../src/agent/agent.js";
@@ -35,6 +37,46 @@ describe("a reply that is not valid JSON-RPC", () => {
       expect(toolset.servers()[0]?.state).toBe("up");
     } finally {
       await toolset.close();
+    }
+  });
+});
+
+describe("a reply that is not valid JSON-RPC over Streamable HTTP (a JSON answer)", () => {
+  it("fails its call at once, named as such (not as an OAuth answer)", async () => {
+    const server = createServer(async (req, res) => {
+      let body = "";
+      for await (const chunk of req) body += chunk;
+      const { id, method, params } = req.method === "POST" ? JSON.parse(body) : {};
+      if (id === undefined) {
+        res.writeHead(req.method === "POST" ? 202 : 405).end();
+        return;
+      }
+      const result =
+        method === "initialize"
+          ? {
+              protocolVersion: params.protocolVersion,
+              capabilities: { tools: {} },
+              serverInfo: { name: "hostile", version: "1.0.0" },
+            }
+          : method === "tools/list"
+            ? { tools: [{ name: "empty", inputSchema: { type: "object" } }] }
+            : undefined;
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id, ...(result && { result }) }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const toolset = await connectMcpServers({ remote: { url: `${url}/mcp` } });
+    try {
+      expect(await call(toolset, "empty", {})).toEqual({
+        content:
+          "MCP server 'remote' could not run 'empty': its reply is not valid JSON-RPC. Check the server.",
+        isError: true,
+      });
+    } finally {
+      await toolset.close();
+      server.closeAllConnections();
+      server.close();
     }
   });
 });
