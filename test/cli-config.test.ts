@@ -196,6 +196,49 @@ describe("MCP entries pasted from Claude Desktop, Cursor and VS Code", () => {
     );
   });
 
+  it("expands VS Code's variables in command, args, env and cwd, as VS Code does", async () => {
+    const dir = folder({
+      "team.json": [{ id: "z1", name: "Zed Quill", email: "zed@example.com", company: "Nowhere" }],
+    });
+    mkdirSync(join(dir, "run"));
+    /* biome-ignore-start lint/suspicious/noTemplateCurlyInString: VS Code's own variable syntax */
+    const users = {
+      type: "stdio",
+      command: "${env:NODE_FOR_MCP}",
+      args: ["${env:USERS_SERVER_PATH}", "..${/}..${/}${workspaceFolderBasename}${pathSeparator}team.json"],
+      env: { HOME_SEEN: "${userHome}", UNSET: "[${env:AGENTLOOP_NOT_SET}]" },
+      cwd: "${workspaceFolder}/run",
+    };
+    /* biome-ignore-end lint/suspicious/noTemplateCurlyInString: VS Code's own variable syntax */
+    writeFileSync(join(dir, "agentloop.json"), JSON.stringify({ servers: { users } }));
+    const env = await fake([
+      { toolCalls: [{ name: "search_users", arguments: { query: "zed" } }] },
+      { text: "Found Zed." },
+    ]);
+    const run = await runCli(["run", "Find Zed."], {
+      cwd: dir,
+      env: { ...env, NODE_FOR_MCP: process.execPath, USERS_SERVER_PATH: USERS_SERVER },
+    });
+    expect(run).toMatchObject({ code: 0, stdout: "Found Zed.\n", stderr: "" });
+    expect(server?.requests[1]?.body.messages.at(-1)?.content).toContain("Zed Quill");
+  });
+
+  /* biome-ignore-start lint/suspicious/noTemplateCurlyInString: VS Code's own variable syntax */
+  it("names a VS Code variable agentloop cannot fill in, such as ${input:…}", async () => {
+    const entry = { command: "node", env: { API_KEY: "${input:api-key}" } };
+    const run = await runCli(["tools"], { cwd: folder({ "agentloop.json": { servers: { gh: entry } } }) });
+    usageError(
+      run,
+      "agentloop: 'servers.gh.env.API_KEY' in agentloop.json uses ${input:api-key}: agentloop shows no prompts: write the value in its place, or ${env:NAME} to read it from the environment.",
+    );
+    const file = { command: "node", args: ["--open", "${file}"] };
+    usageError(
+      await runCli(["tools"], { cwd: folder({ "agentloop.json": { servers: { ed: file } } }) }),
+      "agentloop: 'servers.ed.args.1' in agentloop.json uses ${file}: only VS Code can fill it in: write the value in its place.",
+    );
+  });
+  /* biome-ignore-end lint/suspicious/noTemplateCurlyInString: VS Code's own variable syntax */
+
   it("loads Cursor's and Claude Desktop's mcpServers, remote entries with auth included", async () => {
     const { run, toolResult } = await usersWorkspace(() => ({
       mcpServers: {

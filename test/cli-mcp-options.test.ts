@@ -1,8 +1,8 @@
 // Per-server options of agentloop.json (tool filters, tool timeout) and the roots agentloop gives
 // servers, through the real CLI and real MCP servers.
-import { mkdtempSync, realpathSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, join } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
@@ -10,6 +10,7 @@ import { runCli } from "./helpers.js";
 
 const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
 const EVERYTHING = root("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+const FILESYSTEM = root("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
 const TEST_SERVER = root("test/support/mcp-test-server.mjs");
 
 let model: FakeOpenAIServer | undefined;
@@ -92,12 +93,77 @@ describe('per-server "toolTimeout"', () => {
 });
 
 describe("roots", () => {
-  it("are the working directory: roots/list answers it", async () => {
+  /** A workspace with `notes/a.txt` and, beside the folder, `secret.txt`. */
+  function notesWorkspace(files: object): string {
+    const dir = workspace({ files });
+    mkdirSync(join(dir, "notes"));
+    writeFileSync(join(dir, "notes", "a.txt"), "a note");
+    writeFileSync(join(dir, "secret.txt"), "the secret");
+    return dir;
+  }
+
+  /** Runs a model that reads `notes/a.txt` and `secret.txt`; the two results. */
+  async function readBoth(dir: string): Promise<string[]> {
+    const files = ["notes/a.txt", "secret.txt"];
+    model = await startFakeOpenAIServer({
+      respond: (request) =>
+        request.body.messages.at(-1).role === "user"
+          ? {
+              toolCalls: files.map((file) => ({
+                id: file,
+                name: "read_text_file",
+                arguments: { path: join(dir, file) },
+              })),
+            }
+          : { text: "Read." },
+    });
+    const env = { OPENAI_BASE_URL: model.url, OPENAI_API_KEY: "sk-test" };
+    const run = await runCli(["run", "--json", "--no-builtin-tools", "Read both."], { cwd: dir, env });
+    expect(run.code).toBe(0);
+    const results = run.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line))
+      .filter((event) => event.type === "tool_result");
+    return files.map((file) => results.find((event) => event.id === file)?.content);
+  }
+
+  it("are not offered without a roots key: a server limited to notes/ by its arguments stays there", async () => {
+    const dir = notesWorkspace({ command: process.execPath, args: [FILESYSTEM, "notes"] });
+    const [inside, outside] = await readBoth(dir);
+    expect(inside).toBe("a note");
+    expect(outside).toMatch(/Access denied/);
+  }, 30_000);
+
+  it('are exactly the folders of "roots", relative to the config file\'s folder', async () => {
+    const dir = notesWorkspace({ command: process.execPath, args: [FILESYSTEM, "notes"], roots: ["notes"] });
+    const [inside, outside] = await readBoth(dir);
+    expect(inside).toBe("a note");
+    expect(outside).toMatch(/Access denied/);
+
     const env = await oneCall("roots");
-    const dir = workspace({ probe: { command: process.execPath, args: [TEST_SERVER] } });
-    const run = await runCli(["run", "--no-builtin-tools", "Where am I?"], { cwd: dir, env });
+    writeFileSync(
+      join(dir, "agentloop.json"),
+      JSON.stringify({
+        mcpServers: { probe: { command: process.execPath, args: [TEST_SERVER], roots: ["notes"] } },
+      }),
+    );
+    const sub = join(dir, "sub");
+    mkdirSync(sub);
+    const run = await runCli(["run", "--config", "../agentloop.json", "--no-builtin-tools", "Where?"], {
+      cwd: sub,
+      env,
+    });
     expect(run.code).toBe(0);
     const roots = JSON.parse(run.stdout.replace(/^Result: /, ""));
-    expect(roots).toEqual({ roots: [{ uri: pathToFileURL(dir).href, name: basename(dir) }] });
+    expect(roots).toEqual({ roots: [{ uri: pathToFileURL(join(dir, "notes")).href, name: "notes" }] });
+  }, 30_000);
+
+  it('are checked: a "roots" entry that is not a folder is one line naming it', async () => {
+    const dir = workspace({ probe: { command: process.execPath, args: [TEST_SERVER], roots: ["missing"] } });
+    expect(await runCli(["tools"], { cwd: dir })).toMatchObject({
+      code: 2,
+      stderr: `agentloop: 'mcpServers.probe.roots' in agentloop.json names 'missing', which is not a folder (${join(dir, "missing")}): create it, or fix the path (a relative one starts at the config file's folder).\n`,
+    });
   });
 });

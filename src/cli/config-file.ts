@@ -1,10 +1,13 @@
-import { homedir } from "node:os";
-import { dirname, resolve } from "node:path";
+import { statSync } from "node:fs";
+import { basename, dirname, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { parseEnv } from "node:util";
 import type { z } from "zod";
 import { AgentloopError } from "../core/errors.js";
 import type { McpOAuthConfig, McpServerConfig } from "../mcp/config.js";
+import type { McpRoot } from "../mcp/server-requests.js";
 import { type Zod, zod } from "../tools/zod.js";
+import { expandVariables } from "./config-variables.js";
 import { readConfigText, readConfigTextSync } from "./read-config.js";
 import { closest } from "./suggest.js";
 
@@ -81,6 +84,8 @@ function buildSchemas(z: Zod) {
     optional: z.boolean().optional(),
     tools: toolFilter.optional(),
     toolTimeout: z.number().positive().optional(),
+    /** Folders offered as MCP roots, relative to the config file's folder (see `rootsOf`). */
+    roots: z.array(z.string().min(1)).optional(),
   };
   const stdioEntry = z.strictObject({
     type: z.literal("stdio").optional(),
@@ -229,7 +234,7 @@ function serverEntry(
         : `'${where}.${misplaced}' in ${file} applies only to local servers (with a "command"); this one is reached at a "url": remove it.`,
     );
   }
-  const parsed = schema.safeParse(entry);
+  const parsed = schema.safeParse(expandVariables(entry, where, file, { cwd, env: process.env }));
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const keys = issue?.path[0] === "oauth" ? oauthEntry.keyof().options : own;
@@ -238,12 +243,11 @@ function serverEntry(
   for (const key of Object.keys(IGNORED)) {
     if (key in parsed.data) notes.push(`${file}: '${where}.${key}' ${IGNORED[key]}`);
   }
-  if (JSON.stringify(entry).includes("${input:")) {
-    notes.push(`${file}: '${where}' uses VS Code \${input:…} values, which are passed as written.`);
-  }
   const { tools, toolTimeout, optional } = parsed.data;
+  const roots = rootsOf(parsed.data.roots, `${where}.roots`, file, dirname(source.path));
   const common = {
     ...(optional !== undefined && { optional }),
+    ...(roots && { roots }),
     ...(tools && { tools }),
     ...(toolTimeout !== undefined && { toolTimeoutMs: Math.ceil(toolTimeout * 1000) }),
   };
@@ -311,6 +315,28 @@ function oauthOf(
   };
 }
 
+/**
+ * The folders of `roots`, each resolved against `dir` (the config file's folder, so a config
+ * means the same wherever agentloop runs) and checked: a server is offered exactly these.
+ */
+function rootsOf(
+  paths: string[] | undefined,
+  where: string,
+  file: string,
+  dir: string,
+): McpRoot[] | undefined {
+  return paths?.map((path) => {
+    const folder = resolve(dir, path);
+    if (!statSync(folder, { throwIfNoEntry: false })?.isDirectory()) {
+      throw new AgentloopError(
+        "config",
+        `'${where}' in ${file} names '${path}', which is not a folder (${folder}): create it, or fix the path (a relative one starts at the config file's folder).`,
+      );
+    }
+    return { uri: pathToFileURL(folder).href, name: basename(folder) || folder };
+  });
+}
+
 /** `envFile` (dotenv syntax) under `env`; numbers become strings, `null` leaves a variable out. */
 function environment(
   entry: z.infer<Schemas["stdioEntry"]>,
@@ -321,11 +347,7 @@ function environment(
   if (!entry.env && !entry.envFile) return undefined;
   const env: Record<string, string> = {};
   if (entry.envFile) {
-    // VS Code's own example is "${workspaceFolder}/.env".
-    const path = resolve(
-      cwd,
-      entry.envFile.replace(/\$\{workspaceFolder\}/g, cwd).replace(/\$\{userHome\}/g, homedir()),
-    );
+    const path = resolve(cwd, entry.envFile);
     const text = readConfigTextSync(path, `'${where}.envFile' (${entry.envFile}) in ${file}`);
     Object.assign(env, parseEnv(text));
   }

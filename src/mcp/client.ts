@@ -1,5 +1,3 @@
-import { basename } from "node:path";
-import { pathToFileURL } from "node:url";
 import type { GetPromptResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import { defineTool, type JsonSchema, type Tool, type ToolContext } from "../tools/tool.js";
@@ -43,9 +41,10 @@ export interface ConnectMcpOptions {
    */
   onElicitation?: ElicitationHandler;
   /**
-   * What servers get from `roots/list`: where they may work. Default: the working directory
-   * (`process.cwd()` when connecting). Servers that honour roots, such as the filesystem server,
-   * then use these instead of the directories in their arguments.
+   * What servers without `roots` of their own get from `roots/list`: where they may work. Servers
+   * that honour roots, such as the filesystem server, then use these instead of the directories in
+   * their arguments. Default: none, and no roots capability is declared, so a server stays where
+   * its configuration puts it (the working directory is never offered unasked).
    */
   roots?: readonly McpRoot[];
   /**
@@ -153,8 +152,6 @@ export async function connectMcpServers(
   const listeners = new Set<() => void>();
   if (options.onChanged) listeners.add(options.onChanged);
 
-  const cwd = process.cwd();
-  const roots = options.roots ?? [{ uri: pathToFileURL(cwd).href, name: basename(cwd) || cwd }];
   const store = options.oauth?.store ?? fileTokenStore({ onWarning: warnOnce });
   const openUrl = options.oauth?.openUrl;
   const signIn = (name: string, config: McpServerConfig) =>
@@ -164,7 +161,7 @@ export async function connectMcpServers(
   const connections = Object.entries(servers).map(
     ([name, config]) =>
       new McpConnection(name, config, {
-        roots,
+        roots: config.roots ?? options.roots,
         ...(options.onElicitation && { onElicitation: options.onElicitation }),
         onRequestWarning: warn,
         clientInfo: options.clientInfo ?? { name: "agentloop", version: "0.1.0" },

@@ -1,4 +1,5 @@
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { McpRoot } from "./server-requests.js";
 
 /** What every kind of server entry may add. */
 export interface McpServerOptions {
@@ -14,6 +15,12 @@ export interface McpServerOptions {
    * seconds there). Default: the connection's `callTimeoutMs`, else the agent's tool timeout.
    */
   toolTimeoutMs?: number;
+  /**
+   * Where this server may work, offered through MCP roots (`roots/list`) to a server that asks;
+   * wins over `ConnectMcpOptions.roots`. Default: none, and no roots capability is declared, so
+   * a server such as the filesystem one keeps to the directories in its arguments.
+   */
+  roots?: readonly McpRoot[];
 }
 
 export interface McpToolFilter {

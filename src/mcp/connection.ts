@@ -19,7 +19,8 @@ import type { ElicitationHandler } from "./elicitation.js";
 import { describeFailure, redactConfig, StartCancelled, StartFailure, startup } from "./failure.js";
 import { SignInCancelled } from "./oauth-errors.js";
 import type { McpOAuthProvider } from "./oauth-provider.js";
-import { answerServerRequests, CLIENT_CAPABILITIES, type McpRoot } from "./server-requests.js";
+import { progressGate } from "./progress.js";
+import { answerServerRequests, clientCapabilities, type McpRoot } from "./server-requests.js";
 import { StdioTransport } from "./stdio.js";
 import { closeClient, listAllPrompts, listAllTools, openClient } from "./transport.js";
 
@@ -33,8 +34,8 @@ export interface ConnectionOptions {
   /** Called after the listed tools changed (a list_changed notification, or a restart). */
   onToolsChanged: () => void;
   onWarning: (message: string) => void;
-  /** What `roots/list` answers. */
-  roots: readonly McpRoot[];
+  /** What `roots/list` answers; without them the client declares no roots capability. */
+  roots?: readonly McpRoot[] | undefined;
   /** Answers the server's requests for input; without it they are declined. */
   onElicitation?: ElicitationHandler;
   /** A request of the server that was refused (e.g. a malformed form): each one, not deduplicated. */
@@ -124,17 +125,11 @@ export class McpConnection {
   ): Promise<CallToolResult> {
     const link = await this.running();
     const { signal, onProgress } = options;
+    const progress = onProgress && progressGate(onProgress);
     const request = {
       timeout: this.options.callTimeoutMs ?? NO_TIMEOUT, // a per-server toolTimeout is the tool's own timeoutMs, enforced by the executor
       ...(signal && { signal }),
-      ...(onProgress && {
-        onprogress: ({ progress, total, message }: { progress: number; total?: number; message?: string }) =>
-          onProgress({
-            progress,
-            ...(total !== undefined && { total }),
-            ...(message !== undefined && { message }),
-          }),
-      }),
+      ...(progress && { onprogress: progress.report }),
     };
     try {
       return (await this.signedIn(
@@ -150,6 +145,9 @@ export class McpConnection {
       const { reason, fix, lost } = this.describe(error, link.transport, "call");
       if (lost) this.drop(link);
       throw new Error(`${this.label} could not run '${tool}': ${reason}.${fix ? ` ${fix}.` : ""}`);
+    } finally {
+      // Before the result; a cancelled or timed-out call has its result already.
+      progress?.end(signal?.aborted ? "drop" : "send");
     }
   }
 
@@ -269,7 +267,9 @@ export class McpConnection {
 
   /** Connects a new client over `transport`, watching for its loss and for tool list changes. */
   private async attach(transport: Transport): Promise<Client> {
-    const client = new Client(this.options.clientInfo, { capabilities: CLIENT_CAPABILITIES });
+    const client = new Client(this.options.clientInfo, {
+      capabilities: clientCapabilities(this.options.roots),
+    });
     const link = { client, transport };
     this.opening = link;
     client.onclose = () => this.lost(link);

@@ -187,6 +187,8 @@ export function describeFailure(error: unknown, context: FailureContext): Failur
       ...(restart !== undefined && { fix: restart }),
       lost: true,
     };
+  if ((error as { name?: unknown } | undefined)?.name === "ZodError")
+    return { reason: "its reply is not valid JSON-RPC", fix: "Check the server", lost: false };
   return {
     reason: `${errorMessage(error)}${phase === "start" ? stderrLines(context.stderr) : ""}`,
     ...(phase === "start" && { fix: "Check its configuration" }),

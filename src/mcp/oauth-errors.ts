@@ -65,7 +65,7 @@ export function explainSignInError(
     };
   }
   const { name, issues } = error as { name?: unknown; issues?: { path: PropertyKey[]; message: string }[] };
-  if (name === "ZodError" && Array.isArray(issues)) {
+  if (name === "ZodError" && Array.isArray(issues) && lastAsked !== "") {
     const first = issues[0];
     const where = first?.path.length ? `${first.path.map(String).join(".")}: ` : "";
     return {

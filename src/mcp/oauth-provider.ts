@@ -56,7 +56,10 @@ export class McpOAuthProvider implements OAuthClientProvider {
   /** Why the next sign-in is needed, for its messages. */
   private why: "new" | "expired" | "refused" | "scope" = "new";
   private wantedScope = "";
-  /** The last authorization server URL asked, named when its answer is unusable. */
+  /**
+   * The authorization server URL asked last, named when its answer is unusable; empty once the
+   * MCP server itself was asked since (its answers are not OAuth's).
+   */
   private lastAsked = "";
 
   constructor(
@@ -90,7 +93,7 @@ export class McpOAuthProvider implements OAuthClientProvider {
   /** Every request to the server and its authorization server goes through here. */
   readonly fetch: FetchLike = async (input, init) => {
     const url = String(input);
-    if (!url.startsWith(this.url)) this.lastAsked = url;
+    this.lastAsked = url.startsWith(this.url) ? "" : url;
     const response = await fetch(input, init);
     if (response.status === 401 || response.status === 403) await this.challenged(response);
     return response;

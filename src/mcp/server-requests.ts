@@ -15,23 +15,31 @@ export interface McpRoot {
   name?: string;
 }
 
-/** Form-mode elicitation and roots (the list does not change while a server runs). */
-export const CLIENT_CAPABILITIES: ClientCapabilities = { elicitation: { form: {} }, roots: {} };
+/**
+ * Form-mode elicitation, and roots only when some are offered (the list does not change while a
+ * server runs): a client that declares none leaves a server where its arguments put it.
+ */
+export function clientCapabilities(roots: readonly McpRoot[] | undefined): ClientCapabilities {
+  return { elicitation: { form: {} }, ...(roots && { roots: {} }) };
+}
 
-/** Answers `roots/list` and `elicitation/create` on `client`; anything else is "method not found". */
+/**
+ * Answers `elicitation/create` on `client`, and `roots/list` when `roots` are offered; anything
+ * else is "method not found".
+ */
 export function answerServerRequests(
   client: Client,
   options: {
     server: string;
     label: string;
-    roots: readonly McpRoot[];
+    roots: readonly McpRoot[] | undefined;
     onElicitation: ElicitationHandler | undefined;
     warn: (message: string) => void;
   },
 ): void {
-  client.setRequestHandler(ListRootsRequestSchema, () => ({
-    roots: options.roots.map((root) => ({ ...root })),
-  }));
+  const { roots } = options;
+  if (roots)
+    client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: roots.map((root) => ({ ...root })) }));
   // Through the fallback, not setRequestHandler: the SDK's own check of the form would answer a
   // malformed one with a protocol error instead of the clear line and the decline of answerElicitation.
   client.fallbackRequestHandler = async (request, extra) => {

@@ -1,11 +1,11 @@
 import type { ChildProcess } from "node:child_process";
 import {
-  ReadBuffer,
+  deserializeMessage,
   STDIO_DEFAULT_MAX_BUFFER_SIZE,
   serializeMessage,
 } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import spawn from "cross-spawn";
 import { ownProcessGroup, signalTree, trackChild, untrackChild } from "./children.js";
 
@@ -26,10 +26,11 @@ export interface StdioParams {
 
 /**
  * The client side of an MCP stdio connection, framed like the SDK's `StdioClientTransport`
- * (whose `ReadBuffer` it uses), with what that transport lacks: the server runs in its own
+ * (one JSON-RPC message a line), with what that transport lacks: the server runs in its own
  * process group, so `close()` ends the whole tree (stdin closed, then SIGTERM, then SIGKILL, a
  * second apart) even when it is busy or ignores SIGTERM; how the server ended (`exit`) and
- * whether it sent a message over the size limit (`oversized`) stay readable after the close.
+ * whether it sent a message over the size limit (`oversized`) stay readable after the close; a
+ * reply that is not valid JSON-RPC fails its request at once (see `readMessage`).
  */
 export class StdioTransport implements Transport {
   onclose?: () => void;
@@ -42,7 +43,10 @@ export class StdioTransport implements Transport {
   /** The child sent a message larger than `MAX_STDIO_MESSAGE_BYTES`; the transport closed. */
   oversized = false;
   private child: ChildProcess | undefined;
-  private readonly buffer = new ReadBuffer();
+  /** Received bytes not yet ending in a newline. */
+  private buffer: Buffer | undefined;
+  /** A drain waits for the next microtask (see `drain`). */
+  private deferred = false;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly params: StdioParams) {}
@@ -74,7 +78,7 @@ export class StdioTransport implements Transport {
       });
       child.once("close", () => {
         this.child = undefined;
-        this.buffer.clear();
+        this.buffer = undefined;
         if (this.pid !== undefined && !signalTree(this.pid, 0)) untrackChild(this.pid);
         this.onclose?.();
       });
@@ -101,25 +105,48 @@ export class StdioTransport implements Transport {
 
   private receive(chunk: Buffer): void {
     if (this.oversized) return; // the rest of that message
-    try {
-      this.buffer.append(chunk);
-    } catch (error) {
+    if ((this.buffer?.length ?? 0) + chunk.length > MAX_STDIO_MESSAGE_BYTES) {
       this.oversized = true;
-      this.onerror?.(error as Error);
+      this.buffer = undefined;
+      this.onerror?.(new Error(`a message over ${MAX_STDIO_MESSAGE_BYTES} bytes`));
       void this.close();
       return;
     }
-    while (true) {
-      let message: JSONRPCMessage | null;
+    this.buffer = this.buffer ? Buffer.concat([this.buffer, chunk]) : chunk;
+    if (!this.deferred) this.drain();
+  }
+
+  /**
+   * Hands on each complete line. A reply after a notification waits a microtask: the SDK handles
+   * a notification a microtask late and drops progress whose request has been answered by then,
+   * so the last progress of a call would be lost.
+   */
+  private drain(): void {
+    this.deferred = false;
+    let buffer = this.buffer;
+    let notified = false;
+    for (let end = buffer?.indexOf(10) ?? -1; buffer && end !== -1; end = buffer.indexOf(10)) {
+      const line = buffer.toString("utf8", 0, end).replace(/\r$/, "");
+      let message: JSONRPCMessage;
       try {
-        message = this.buffer.readMessage();
+        message = readMessage(line);
       } catch (error) {
+        buffer = buffer.subarray(end + 1);
         this.onerror?.(error as Error); // a line that is not JSON-RPC: skipped
         continue;
       }
-      if (message === null) break;
+      const notification = !("id" in message);
+      if (notified && !notification && !("method" in message)) {
+        this.buffer = buffer; // the reply is read again then
+        this.deferred = true;
+        queueMicrotask(() => this.drain());
+        return;
+      }
+      notified ||= notification;
+      buffer = buffer.subarray(end + 1);
       this.onmessage?.(message);
     }
+    this.buffer = buffer && buffer.length > 0 ? buffer : undefined;
   }
 
   private async stop(): Promise<void> {
@@ -145,5 +172,27 @@ export class StdioTransport implements Transport {
       // Not unref'd: a process that awaits close() before exiting must live until the tree is gone.
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
+  }
+}
+
+/**
+ * One line of the server's stdout as a message. A reply to a request (an `id`, no `method`) that
+ * is not valid JSON-RPC, e.g. one with neither `result` nor `error`, becomes an error reply, so
+ * the request fails at once instead of waiting for its timeout (the SDK drops such a line).
+ * @throws for a line that is not JSON, or not JSON-RPC and not a reply: it is skipped.
+ */
+export function readMessage(line: string): JSONRPCMessage {
+  try {
+    return deserializeMessage(line);
+  } catch (error) {
+    const value: unknown = JSON.parse(line);
+    if (typeof value !== "object" || value === null || "method" in value || !("id" in value)) throw error;
+    const { id } = value;
+    if (typeof id !== "string" && typeof id !== "number") throw error;
+    const empty = !("result" in value) && !("error" in value);
+    const message = empty
+      ? "the server replied with neither a result nor an error"
+      : "the server's reply is not valid JSON-RPC";
+    return { jsonrpc: "2.0", id, error: { code: ErrorCode.InternalError, message } };
   }
 }

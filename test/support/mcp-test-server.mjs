@@ -3,7 +3,7 @@
 // `busy` (starts a grandchild that shares its stdout and stderr, reports both pids as a progress
 // message, then never answers), `hang` (never answers), `ask` (sends `elicitation/create` with the
 // given message and form, as given, and returns the answer as JSON), `roots` (the client's
-// `roots/list`, as JSON).
+// `roots/list`, as JSON), `flood` (reports progress 1 to `count` of `count`, then answers "done").
 // With --ignore-sigterm it, and the grandchild `busy` starts, ignore SIGTERM and stdin's end.
 import { spawn } from "node:child_process";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -46,6 +46,21 @@ server.registerTool("busy", { description: "Never answers." }, async (extra) => 
   }
   return new Promise(() => {});
 });
+
+server.registerTool(
+  "flood",
+  { description: "Reports progress count times.", inputSchema: { count: z.number().int().positive() } },
+  async ({ count }, extra) => {
+    const progressToken = extra._meta?.progressToken;
+    for (let progress = 1; progress <= count && progressToken !== undefined; progress++) {
+      await extra.sendNotification({
+        method: "notifications/progress",
+        params: { progressToken, progress, total: count },
+      });
+    }
+    return text("done");
+  },
+);
 
 server.registerTool("hang", { description: "Never answers." }, () => new Promise(() => {}));
 
