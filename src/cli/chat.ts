@@ -15,6 +15,7 @@ import {
 } from "./chat-prompts.js";
 import type { CliFlags } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
+import { exitNow } from "./exit.js";
 import { interruptible } from "./interrupt.js";
 import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
 import { type LoadedTools, STOP_SIGNALS, settingsFrom, setupAgent } from "./run.js";
@@ -49,7 +50,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
   let turn: AbortController | undefined;
   let rl: Interface | undefined;
   const stop = () => {
-    if (stopped) process.exit(EXIT_CODES.aborted);
+    if (stopped) exitNow(EXIT_CODES.aborted);
     stopped = true;
     turn?.abort();
     rl?.close();

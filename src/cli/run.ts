@@ -13,6 +13,7 @@ import type { Tool } from "../tools/tool.js";
 import { approvalLine, approvalRules, askOnStderr, terminalApprover } from "./approval.js";
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
+import { exitNow } from "./exit.js";
 import { readImages, readOutputSchema } from "./inputs.js";
 import { STOP_SIGNALS } from "./interrupt.js";
 import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
@@ -229,7 +230,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
   const controller = new AbortController();
   const onSignal = () => {
     // A second signal stops at once; the MCP children are ended on exit (mcp/children.ts).
-    if (controller.signal.aborted) process.exit(EXIT_CODES.aborted);
+    if (controller.signal.aborted) exitNow(EXIT_CODES.aborted);
     controller.abort();
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);

@@ -1,0 +1,111 @@
+/**
+ * Where the CLI's output goes when stdout is not a terminal (run `npm run build` first): a reader
+ * slower than the CLI gets all of it, a stdout that fails ends the command with one line.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, openSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
+import { CLI, type CliRun, runCli } from "./helpers.js";
+
+const MANY_TOOLS = fileURLToPath(new URL("./support/many-tools-mcp-server.mjs", import.meta.url));
+/** More than 1 MiB, in few words (the fake server streams a word a chunk). */
+const LONG = Array.from({ length: 12 }, (_, i) => `${i}${"x".repeat(100_000)}`).join(" ");
+
+let server: FakeOpenAIServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+async function workspace(config: object = {}) {
+  const dir = mkdtempSync(join(tmpdir(), "agentloop-output-"));
+  writeFileSync(join(dir, "agentloop.json"), JSON.stringify(config));
+  server = await startFakeOpenAIServer({ respond: () => ({ text: LONG }) });
+  const env = { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+  return { dir, env };
+}
+
+/**
+ * Runs the CLI with its stdout read only once the process exited (or after a pause, when it
+ * waits for its reader): a pipe holds 64 KiB, the rest must wait in the CLI until it is read.
+ */
+async function runReadLate(
+  args: string[],
+  options: { cwd: string; env: Record<string, string>; input?: string },
+) {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: options.cwd,
+    env: { PATH: process.env.PATH ?? "", ...options.env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (d: string) => {
+    stderr += d;
+  });
+  child.stdin.end(options.input ?? "");
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  await Promise.race([exited, delay(500)]);
+  let stdout = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => {
+    stdout += d;
+  });
+  const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
+  return { code, stdout, stderr } satisfies CliRun;
+}
+
+describe("output read by a reader slower than the CLI", () => {
+  it("sessions show --json gives all of a session of more than 1 MiB, as valid JSON", async () => {
+    const { dir, env } = await workspace();
+    expect((await runCli(["run", "--session", "big", "hi"], { cwd: dir, env })).code).toBe(0);
+    const shown = await runReadLate(["sessions", "show", "big", "--json"], { cwd: dir, env });
+    expect(shown.code).toBe(0);
+    const messages = JSON.parse(shown.stdout) as { role: string; content: string }[];
+    expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+    expect(messages[1]?.content).toBe(LONG);
+  });
+
+  it("tools --json gives all of a catalogue of more than 1 MiB, as valid JSON", async () => {
+    const { dir, env } = await workspace({
+      mcpServers: { many: { command: process.execPath, args: [MANY_TOOLS, "120", "10000"] } },
+    });
+    const listed = await runReadLate(["tools", "--json"], { cwd: dir, env });
+    expect(listed.code).toBe(0);
+    const tools = JSON.parse(listed.stdout) as { name: string; description: string }[];
+    expect(tools.filter((t) => t.name.startsWith("tool_"))).toHaveLength(120);
+    expect(tools.at(-1)?.description).toHaveLength(10_000 + "Tool 119: ".length);
+  });
+
+  it("piped chat gives all of a long answer", async () => {
+    const { dir, env } = await workspace();
+    const chat = await runReadLate(["chat"], { cwd: dir, env, input: "hi\n" });
+    expect(chat).toMatchObject({ code: 0, stdout: `${LONG}\n`, stderr: "" });
+  });
+});
+
+describe("a stdout that fails", () => {
+  it("a full disk (/dev/full) ends run --json, sessions and tools with one line on stderr and exit 1", async () => {
+    const { dir, env } = await workspace();
+    for (const args of [["run", "--json", "hi"], ["sessions", "--json"], ["tools"]]) {
+      const child = spawn(process.execPath, [CLI, ...args], {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? "", ...env },
+        stdio: ["ignore", openSync("/dev/full", "w"), "pipe"],
+      });
+      let stderr = "";
+      child.stderr?.setEncoding("utf8").on("data", (d: string) => {
+        stderr += d;
+      });
+      const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
+      expect({ args, code, stderr }).toEqual({
+        args,
+        code: 1,
+        stderr: "agentloop: cannot write to stdout: no space left on device (ENOSPC): the output is lost\n",
+      });
+    }
+  });
+});
