@@ -89,7 +89,10 @@ describe("--timeout", () => {
     const env = await fake(() => ({ stall: true }));
     const run = await runCli(["run", "--timeout", "0.0000001", "hi"], { env });
     expect(run.code).toBe(130);
-    expect(run.stderr).toBe("agentloop: aborted\n");
+    // The limit is named (a person's Ctrl+C says "aborted").
+    expect(run.stderr).toBe(
+      "agentloop: stopped after the 0.001 s time limit (--timeout); raise --timeout to allow more\n",
+    );
   });
 });
 

@@ -2,13 +2,13 @@
  * Where the CLI's output goes when stdout is not a terminal (run `npm run build` first): a reader
  * slower than the CLI gets all of it, a stdout that fails ends the command with one line.
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, openSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, openSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { CLI, type CliRun, runCli } from "./helpers.js";
 
@@ -108,4 +108,55 @@ describe("a stdout that fails", () => {
       });
     }
   });
+});
+
+/** A folder on a 256 KiB file system of its own (tmpfs: needs root), or undefined where none can be mounted. */
+function tinyDisk(): string | undefined {
+  const dir = join(mkdtempSync(join(tmpdir(), "agentloop-tiny-")), "disk");
+  mkdirSync(dir);
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", dir], { stdio: "ignore" });
+    return dir;
+  } catch {
+    return undefined;
+  }
+}
+const disk = tinyDisk();
+afterAll(() => {
+  if (disk) execFileSync("umount", [disk]);
+});
+
+describe("a store that fills its disk during a run", () => {
+  it.skipIf(disk === undefined)(
+    "run --json ends its events with an error and one turn_complete, exit 2 and one line on stderr",
+    async () => {
+      const { dir, env } = await workspace();
+      const db = { ...env, AGENTLOOP_DB: join(disk as string, "sessions.db") };
+      const run = await runCli(["run", "--json", "--session", "full", "hi"], { cwd: dir, env: db });
+      const line =
+        "agentloop: " +
+        `${db.AGENTLOOP_DB} cannot be written: the disk is full: free some space or set AGENTLOOP_DB to another file; what was stored is kept: agentloop run --session full --resume continues the run once the store is back`;
+      expect(run.stderr).toBe(`${line}\n`);
+      expect(run.code).toBe(2);
+      const events = run.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { type: string; [key: string]: unknown });
+      expect(events.filter((e) => e.type === "turn_complete")).toHaveLength(1);
+      expect(events.slice(-2)).toEqual([
+        {
+          type: "error",
+          code: "store_unavailable",
+          message: line.slice("agentloop: ".length),
+          runId: expect.any(String),
+        },
+        expect.objectContaining({
+          type: "turn_complete",
+          stopReason: "aborted",
+          sessionId: "full",
+          iterations: 1,
+        }),
+      ]);
+    },
+  );
 });

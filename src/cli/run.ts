@@ -1,8 +1,6 @@
 import { Agent, type AgentOptions, type AnyAgent } from "../agent/agent.js";
-import type { RunHandle } from "../agent/handle.js";
 import type { Budget } from "../agent/prompt.js";
 import { AgentloopError } from "../core/errors.js";
-import type { RunResult } from "../core/events.js";
 import type { ElicitationHandler } from "../mcp/elicitation.js";
 import type { McpPromptInfo } from "../mcp/index.js";
 import type { Model } from "../models/adapter.js";
@@ -10,13 +8,14 @@ import { resolvePrice } from "../models/pricing.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
-import { approvalLine, approvalRules, askOnStderr, terminalApprover } from "./approval.js";
+import { approvalRules, askOnStderr, terminalApprover } from "./approval.js";
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
 import { exitNow } from "./exit.js";
 import { readImages, readOutputSchema } from "./inputs.js";
 import { STOP_SIGNALS } from "./interrupt.js";
-import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
+import { EXIT_CODES } from "./render.js";
+import { runTurn } from "./run-turn.js";
 import {
   checkSessionId,
   type HeldSession,
@@ -287,9 +286,15 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
     });
     try {
       const start = { signal: controller.signal, session, allowedTools: [...allowed] };
+      const turn = {
+        flags,
+        timeLimitMs: settings.timeoutMs,
+        stoppedHere: () => controller.signal.aborted,
+        failure: (error: unknown) => (held ? storeFailure(error, held.session.id, held) : error),
+      };
       let result = await runTurn(
         startPlan(agent, plan, { ...start, history: session?.messages ?? [], images }),
-        flags,
+        turn,
       );
       if (plan.type === "decide" && plan.thenPrompt !== undefined) {
         if (result.state.status !== "completed") {
@@ -301,7 +306,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
           const history = result.messages;
           result = await runTurn(
             startPlan(agent, next, { ...start, allowedTools: [...allowed], history }),
-            flags,
+            turn,
           );
         }
       }
@@ -328,41 +333,3 @@ const request = (prompt: string | undefined, flags: CliFlags) => ({
 /** A person can be asked: stdin and stderr are terminals and stdout is not the event stream. */
 const interactive = (flags: CliFlags) =>
   process.stdin.isTTY === true && process.stderr.isTTY === true && !flags.json;
-
-async function runTurn(run: RunHandle, flags: CliFlags): Promise<RunResult> {
-  const showProgress = flags.verbose === true || (process.stderr.isTTY === true && !flags.json);
-  const progress = showProgress
-    ? progressRenderer((line) => process.stderr.write(`${line}\n`), process.stderr.isTTY === true)
-    : undefined;
-  for await (const event of run) {
-    if (flags.json) await writeOut(`${JSON.stringify(event)}\n`);
-    progress?.(event);
-  }
-  const result = await run.result;
-  // With an output schema stdout carries the answer's JSON or nothing: no question, narration,
-  // invalid answer or refusal (the stop line on stderr says what happened).
-  const typed = result.state.outputSchema !== undefined;
-  const toStdout = !typed || result.output !== undefined;
-  // How to continue a run that waits for approvals goes to stderr even with --json.
-  if (result.stopReason === "approval_required") {
-    if (!flags.json && result.text !== "" && toStdout) await writeOut(`${result.text}\n`);
-    process.stderr.write(`${approvalLine(result.pendingApprovals ?? [], result.sessionId)}\n`);
-  } else if (!flags.json) {
-    if (!toStdout) {
-      if (result.stopReason === "ask_question") process.stderr.write(`${result.text}\n`);
-    } else if (result.text !== "" || result.stopReason === "final_answer") await writeOut(`${result.text}\n`);
-    const line = stopLine(result.stopReason, result.iterations, result.error, result.sessionId);
-    if (line) process.stderr.write(`${line}\n`);
-  }
-  const incomplete = incompleteLine(result);
-  if (incomplete && !flags.json) process.stderr.write(`${incomplete}\n`);
-  return result;
-}
-
-/** Writes to stdout, waiting for a full pipe to drain. */
-function writeOut(text: string): Promise<void> {
-  return new Promise((resolve) => {
-    if (process.stdout.write(text)) resolve();
-    else process.stdout.once("drain", resolve);
-  });
-}
