@@ -60,6 +60,19 @@ describe("agentloop chat in a terminal", () => {
     expect(await chat.exited).toBe(0);
   });
 
+  it("ends on Ctrl+D at the prompt with a new line, so the shell's prompt starts on its own", async () => {
+    server = await startFakeOpenAIServer({ respond: () => ({ text: "Hi." }) });
+    const chat = startChat({ OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" });
+    await chat.waitFor("› ");
+    chat.type("hello\r");
+    await chat.waitFor("Hi.");
+    await chat.waitFor("› ");
+    chat.type("\x04");
+    expect(await chat.exited).toBe(0);
+    // The prompt, the cursor put after it (ESC [3G), then the new line.
+    expect(chat.output.endsWith("› \x1b[3G\r\n")).toBe(true);
+  });
+
   it("answers ask_question inline in explicit mode", async () => {
     server = await startFakeOpenAIServer({
       respond: (request) => {

@@ -64,12 +64,15 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     const allowed = new Set<string>();
     const tty = process.stdout.isTTY === true;
     // The question goes through the chat's own line reader (set once it exists).
-    let ask: (question: string) => Promise<string | undefined> = async () => undefined;
+    let ask: (question: string, answered?: AbortSignal) => Promise<string | undefined> = async () =>
+      undefined;
+    // An approval takes one key, without Enter.
+    let askKey: (question: string) => Promise<string | undefined> = async () => undefined;
     const onApproval: AgentOptions["onApproval"] = flags.yes
       ? () => "approve"
       : interactive
         ? terminalApprover(
-            (question) => ask(question),
+            (question) => askKey(question),
             (text) => process.stdout.write(text),
             tty,
             (tool) => allowed.add(tool),
@@ -129,18 +132,37 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       const prompt = () => {
         if (interactive) lines.prompt();
       };
-      ask = (question) =>
+      ask = (question, answered) =>
         new Promise((resolve) => {
-          const signal = turn?.signal ?? new AbortController().signal;
-          if (signal.aborted) return resolve(undefined);
-          // Ctrl+C cancels the question (readline drops it, so the next line is a message again).
-          const aborted = () => {
-            write("\n");
+          const stop = turn?.signal ?? new AbortController().signal;
+          if (stop.aborted) return resolve(undefined);
+          const signal = answered ? AbortSignal.any([stop, answered]) : stop;
+          // Ctrl+C cancels the question (readline drops it, so the next line is a message again);
+          // so does the key that answered it (readline then clears its line).
+          const cancelled = () => {
+            if (stop.aborted) write("\n");
             resolve(undefined);
           };
-          signal.addEventListener("abort", aborted, { once: true });
+          signal.addEventListener("abort", cancelled, { once: true });
           lines.question(question, { signal }, (answer) => {
-            signal.removeEventListener("abort", aborted);
+            signal.removeEventListener("abort", cancelled);
+            resolve(answer);
+          });
+        });
+
+      // `ask` answered by the first key other than Enter or a space (the line reader sees the key
+      // first and types it into its line; cancelling the question clears the line).
+      askKey = (question) =>
+        new Promise((resolve) => {
+          const answered = new AbortController();
+          const onKey = (text: string | undefined, key: { ctrl?: boolean; meta?: boolean } | undefined) => {
+            if (text === undefined || text.trim() === "" || key?.ctrl || key?.meta) return;
+            resolve(text);
+            answered.abort();
+          };
+          process.stdin.on("keypress", onKey);
+          ask(question, answered.signal).then((answer) => {
+            process.stdin.off("keypress", onKey);
             resolve(answer);
           });
         });
@@ -148,6 +170,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       let history: Message[] = session?.messages ?? [];
       let last: RunState | undefined = session?.lastRun;
       let armedExit = false;
+      let typedExit = false;
       lines.on("SIGINT", () => {
         if (turn) {
           turn.abort();
@@ -181,7 +204,10 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
           prompt();
           continue;
         }
-        if (line === "/exit" || line === "/quit") break;
+        if (line === "/exit" || line === "/quit") {
+          typedExit = true;
+          break;
+        }
         const named = line.startsWith("/") ? parsePromptLine(line, loaded.prompts()) : undefined;
         if (line === "/help") {
           write(`${HELP}\n`);
@@ -222,6 +248,9 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
         if (stopped) break;
         prompt();
       }
+      // The input ended (Ctrl+D) or Ctrl+C was pressed twice at the prompt: the cursor is still on
+      // the prompt's line, where the shell's prompt would land.
+      if (interactive && !typedExit && !stopped) write("\n");
       lines.close();
 
       /** The text of an MCP prompt, its missing arguments asked for; undefined (with a line) when it cannot be had. */

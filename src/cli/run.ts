@@ -8,7 +8,7 @@ import { resolvePrice } from "../models/pricing.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
-import { approvalRules, askOnStderr, terminalApprover } from "./approval.js";
+import { approvalRules, askKeyOnStderr, askOnStderr, terminalApprover } from "./approval.js";
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
 import { exitNow } from "./exit.js";
@@ -241,7 +241,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
       ? () => "approve"
       : interactive(flags)
         ? terminalApprover(
-            askOnStderr(controller.signal),
+            askKeyOnStderr(controller.signal),
             (text) => process.stderr.write(text),
             process.stderr.isTTY === true,
             (tool) => allowed.add(tool),
