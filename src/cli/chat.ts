@@ -17,7 +17,14 @@ import type { CliFlags } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
 import { exitNow } from "./exit.js";
 import { interruptible } from "./interrupt.js";
-import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
+import {
+  EXIT_CODES,
+  incompleteLine,
+  progressRenderer,
+  stopLine,
+  summaryLine,
+  timeLimitLine,
+} from "./render.js";
 import { type LoadedTools, STOP_SIGNALS, settingsFrom, setupAgent } from "./run.js";
 import {
   checkSessionId,
@@ -63,6 +70,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     const settings = await settingsFrom(flags);
     const allowed = new Set<string>();
     const tty = process.stdout.isTTY === true;
+    const timeLimitMs = settings.timeoutMs;
     // The question goes through the chat's own line reader (set once it exists).
     let ask: (question: string, answered?: AbortSignal) => Promise<string | undefined> = async () =>
       undefined;
@@ -304,7 +312,9 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       }
 
       async function runTurn(begin: (signal: AbortSignal) => RunHandle): Promise<RunResult> {
-        turn = new AbortController();
+        const stopping = new AbortController();
+        turn = stopping;
+        const started = Date.now();
         const progress = progressRenderer((text) => write(`${text}\n`), tty);
         let spinner: NodeJS.Timeout | undefined;
         let frame = 0;
@@ -349,14 +359,20 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
           ) {
             write(`${result.stopReason === "ask_question" ? "? " : ""}${result.text}\n`);
           }
+          const timedOut =
+            result.stopReason === "aborted" && timeLimitMs !== undefined && !stopping.signal.aborted;
           const reason =
             result.stopReason === "approval_required"
               ? approvalLine(result.pendingApprovals ?? [], session?.id)
-              : stopLine(result.stopReason, result.iterations, result.error);
+              : timedOut
+                ? timeLimitLine(timeLimitMs)
+                : stopLine(result.stopReason, result.iterations, result.error);
           if (reason && result.stopReason !== "ask_question")
             write(`${dim(`${reason.replace(/^agentloop: /, "(")})`)}\n`);
           const incomplete = incompleteLine(result);
           if (incomplete) write(`${dim(`${incomplete.replace(/^agentloop: /, "(")})`)}\n`);
+          if (flags.verbose)
+            write(`${dim(`${summaryLine(result, Date.now() - started).replace(/^agentloop: /, "(")})`)}\n`);
           history = result.messages;
           last = result.state;
           return result;
