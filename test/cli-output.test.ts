@@ -13,6 +13,9 @@ import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fak
 import { CLI, type CliRun, runCli } from "./helpers.js";
 
 const MANY_TOOLS = fileURLToPath(new URL("./support/many-tools-mcp-server.mjs", import.meta.url));
+const EVERYTHING = fileURLToPath(
+  new URL("../node_modules/@modelcontextprotocol/server-everything/dist/index.js", import.meta.url),
+);
 /** More than 1 MiB, in few words (the fake server streams a word a chunk). */
 const LONG = Array.from({ length: 12 }, (_, i) => `${i}${"x".repeat(100_000)}`).join(" ");
 
@@ -84,6 +87,28 @@ describe("output read by a reader slower than the CLI", () => {
     const { dir, env } = await workspace();
     const chat = await runReadLate(["chat"], { cwd: dir, env, input: "hi\n" });
     expect(chat).toMatchObject({ code: 0, stdout: `${LONG}\n`, stderr: "" });
+  });
+});
+
+describe("notes about single tools of the catalogue", () => {
+  it("are printed by tools (and with --verbose), not by every run, chat and mcp prompts", async () => {
+    // server-everything offers a tool that runs only as an MCP task, which agentloop skips.
+    const { dir, env } = await workspace({
+      mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, "stdio"] } },
+    });
+    const note =
+      "agentloop: warning: MCP tool 'simulate-research-query' of server 'everything' is skipped: it runs only as an MCP task, which agentloop does not support.\n";
+    const cli = (args: string[], input = "") => runCli(args, { cwd: dir, env, input });
+    const [tools, run, chat, prompts, verbose] = await Promise.all([
+      cli(["tools", "--json"]),
+      cli(["run", "hi"]),
+      cli(["chat"], "hi\n"),
+      cli(["mcp", "prompts", "--json"]),
+      cli(["run", "--verbose", "hi"]),
+    ]);
+    expect(tools).toMatchObject({ code: 0, stderr: note });
+    for (const quiet of [run, chat, prompts]) expect(quiet).toMatchObject({ code: 0, stderr: "" });
+    expect(verbose.stderr.split(note)).toHaveLength(2);
   });
 });
 

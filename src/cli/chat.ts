@@ -121,7 +121,14 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     });
     // Ctrl+C while the MCP servers start (a sign-in in the browser included) gives up at once.
     const { agent, loaded, close } = await interruptible(
-      (signal) => setupAgent(flags, { settings, onElicitation, signal, ...(onApproval && { onApproval }) }),
+      (signal) =>
+        setupAgent(flags, {
+          settings,
+          onElicitation,
+          signal,
+          catalogueNotes: false,
+          ...(onApproval && { onApproval }),
+        }),
       (made) => made.close(),
     );
     try {

@@ -134,9 +134,20 @@ export interface LoadedTools {
  */
 export async function loadTools(
   settings: Settings,
-  options: { verbose?: boolean; onElicitation?: ElicitationHandler; signal?: AbortSignal } = {},
+  options: {
+    verbose?: boolean;
+    onElicitation?: ElicitationHandler;
+    signal?: AbortSignal;
+    /**
+     * Print the notes about single tools of the catalogue (skipped, renamed, arguments not
+     * checked locally): the same at every start, so only where the catalogue is the point
+     * (`tools`, the log of `serve`) or with `verbose`. Default true.
+     */
+    catalogueNotes?: boolean;
+  } = {},
 ): Promise<LoadedTools> {
   const { verbose, onElicitation, signal } = options;
+  const notes = options.catalogueNotes !== false || verbose === true;
   const local = localTools(settings);
   const sources = local.map(() => "local");
   if (Object.keys(settings.mcpServers).length === 0) {
@@ -162,7 +173,9 @@ export async function loadTools(
     ...(onElicitation && { onElicitation }),
     ...(signal && { signal }),
     ...(settings.configFile !== undefined && { configFile: settings.configFile }),
-    onWarning: (message) => process.stderr.write(`agentloop: warning: ${message}\n`),
+    onWarning: (message) => {
+      if (notes || !CATALOGUE_NOTE.test(message)) process.stderr.write(`agentloop: warning: ${message}\n`);
+    },
     ...(verbose && {
       onServerLog: (server: string, line: string) => process.stderr.write(`[${server}] ${line}\n`),
     }),
@@ -179,6 +192,9 @@ export async function loadTools(
   };
 }
 
+/** How the MCP client words its notes about one tool of the catalogue (mcp/client.ts, mcp/names.ts, mcp/connection.ts). */
+const CATALOGUE_NOTE = /^MCP tool '.*' of server '[^']*'/;
+
 /** A ready agent for a command, with what must be closed when the command ends. */
 export async function setupAgent(
   flags: CliFlags,
@@ -188,6 +204,8 @@ export async function setupAgent(
     onElicitation?: ElicitationHandler;
     /** Gives up starting the MCP servers (Ctrl+C), a sign-in in the browser included. */
     signal?: AbortSignal;
+    /** See `loadTools`. Default true. */
+    catalogueNotes?: boolean;
   } = {},
 ): Promise<{ settings: Settings; agent: AnyAgent; loaded: LoadedTools; close(): Promise<void> }> {
   const settings = options.settings ?? (await settingsFrom(flags));
@@ -195,6 +213,7 @@ export async function setupAgent(
   const { onElicitation, signal } = options;
   const loaded = await loadTools(settings, {
     verbose: flags.verbose === true,
+    ...(options.catalogueNotes !== undefined && { catalogueNotes: options.catalogueNotes }),
     ...(onElicitation && { onElicitation }),
     ...(signal && { signal }),
   });
@@ -280,6 +299,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
           });
     const { agent, close } = await setupAgent(flags, {
       settings,
+      catalogueNotes: false,
       signal: controller.signal,
       ...(onElicitation && { onElicitation }),
       ...(onApproval && { onApproval }),
