@@ -78,11 +78,16 @@ describe("agentloop chat in a terminal", () => {
       respond: (_request, index) => (index === 0 ? { text: "Hi." } : { stall: true, afterText: "Let me" }),
     });
     const env = { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
-    const chat = await runCli(["chat", "--verbose", "--timeout", "0.5"], { env, input: "hello\nthink hard\n" });
+    const chat = await runCli(["chat", "--verbose", "--timeout", "0.5"], {
+      env,
+      input: "hello\nthink hard\n",
+    });
     expect(chat.code).toBe(0);
     const lines = chat.stdout.split("\n");
     expect(lines[0]).toBe("Hi.");
-    expect(lines[1]).toMatch(/^\(final_answer · 1 iteration · \d+ tokens in, \d+ out · [\d.]+ (ms|s) · \$0\)$/);
+    expect(lines[1]).toMatch(
+      /^\(final_answer · 1 iteration · \d+ tokens in, \d+ out · [\d.]+ (ms|s) · \$0\)$/,
+    );
     expect(lines.slice(2, 4)).toEqual([
       "Let me",
       "(stopped after the 0.5 s time limit (--timeout); raise --timeout to allow more)",
