@@ -60,6 +60,41 @@ describe("agentloop chat in a terminal", () => {
     expect(await chat.exited).toBe(0);
   });
 
+  it("ends on Ctrl+D at the prompt with a new line, so the shell's prompt starts on its own", async () => {
+    server = await startFakeOpenAIServer({ respond: () => ({ text: "Hi." }) });
+    const chat = startChat({ OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" });
+    await chat.waitFor("› ");
+    chat.type("hello\r");
+    await chat.waitFor("Hi.");
+    await chat.waitFor("› ");
+    chat.type("\x04");
+    expect(await chat.exited).toBe(0);
+    // The prompt, the cursor put after it (ESC [3G), then the new line.
+    expect(chat.output.endsWith("› \x1b[3G\r\n")).toBe(true);
+  });
+
+  it("with --verbose ends each answer with its summary, and names the time limit that stopped one", async () => {
+    server = await startFakeOpenAIServer({
+      respond: (_request, index) => (index === 0 ? { text: "Hi." } : { stall: true, afterText: "Let me" }),
+    });
+    const env = { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+    const chat = await runCli(["chat", "--verbose", "--timeout", "0.5"], {
+      env,
+      input: "hello\nthink hard\n",
+    });
+    expect(chat.code).toBe(0);
+    const lines = chat.stdout.split("\n");
+    expect(lines[0]).toBe("Hi.");
+    expect(lines[1]).toMatch(
+      /^\(final_answer · 1 iteration · \d+ tokens in, \d+ out · [\d.]+ (ms|s) · \$0\)$/,
+    );
+    expect(lines.slice(2, 4)).toEqual([
+      "Let me",
+      "(stopped after the 0.5 s time limit (--timeout); raise --timeout to allow more)",
+    ]);
+    expect(lines[4]).toMatch(/^\(aborted · 1 iteration · /);
+  });
+
   it("answers ask_question inline in explicit mode", async () => {
     server = await startFakeOpenAIServer({
       respond: (request) => {

@@ -89,7 +89,10 @@ describe("--timeout", () => {
     const env = await fake(() => ({ stall: true }));
     const run = await runCli(["run", "--timeout", "0.0000001", "hi"], { env });
     expect(run.code).toBe(130);
-    expect(run.stderr).toBe("agentloop: aborted\n");
+    // The limit is named (a person's Ctrl+C says "aborted").
+    expect(run.stderr).toBe(
+      "agentloop: stopped after the 0.001 s time limit (--timeout); raise --timeout to allow more\n",
+    );
   });
 });
 
@@ -169,11 +172,11 @@ describe("MCP entries pasted from Claude Desktop, Cursor and VS Code", () => {
     ]);
     const run = await runCli(["run", "Find Zed."], { cwd: dir, env });
     const toolResult = server?.requests[1]?.body.messages.at(-1)?.content ?? "";
-    return { run, toolResult };
+    return { run, toolResult, dir };
   }
 
   it("loads VS Code's mcp.json: servers, type, envFile, dev and inputs", async () => {
-    const { run, toolResult } = await usersWorkspace(() => ({
+    const { run, toolResult, dir } = await usersWorkspace(() => ({
       inputs: [{ type: "promptString", id: "api-key", description: "API key", password: true }],
       servers: {
         users: {
@@ -194,6 +197,9 @@ describe("MCP entries pasted from Claude Desktop, Cursor and VS Code", () => {
     expect(run.stderr).toContain(
       "agentloop: note: agentloop.json: 'servers.users.dev' (VS Code's development mode) is ignored.",
     );
+    // The notes are about the MCP servers, which `sessions` does not start: it does not repeat them.
+    const sessions = await runCli(["sessions", "--json"], { cwd: dir });
+    expect(sessions).toMatchObject({ code: 0, stderr: "" });
   });
 
   it("expands VS Code's variables in command, args, env and cwd, as VS Code does", async () => {

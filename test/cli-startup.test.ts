@@ -116,7 +116,7 @@ describe("agentloop start-up", () => {
       expect(modules).toContain("dist/cli/main.js");
       const others = modules.filter(
         (path) =>
-          !/^(dist\/cli\/(bin|main|render)\.js|dist\/core\/errors\.js|node_modules\/commander\/.*)$/.test(
+          !/^(dist\/cli\/(bin|main|render|exit)\.js|dist\/core\/errors\.js|node_modules\/commander\/.*)$/.test(
             path,
           ),
       );

@@ -79,6 +79,10 @@ describe("agentloop run against an OpenAI-compatible server", () => {
     // Progress goes to stderr with --verbose: iterations and tool calls with durations.
     expect(run.stderr).toContain("iteration 3");
     expect(run.stderr).toMatch(/✓ calculator \(\d+ ms\) 18/);
+    // And a closing line: the stop, iterations, tokens in and out, duration (the local model costs nothing).
+    expect(run.stderr.split("\n").at(-2)).toMatch(
+      /^agentloop: final_answer · 3 iterations · \d+ tokens in, \d+ out · [\d.]+ (ms|s) · \$0$/,
+    );
   });
 
   it("prints the event stream as JSON lines with --json", async () => {
@@ -163,20 +167,27 @@ describe("agentloop run against an OpenAI-compatible server", () => {
     expect(run.stderr).toMatch(/^agentloop: model_error: /);
   });
 
-  it("aborts at --timeout with exit 130", async () => {
+  it("aborts at --timeout with exit 130, naming the limit", async () => {
     const env = await serve(() => ({ stall: true, afterText: "Let me" }));
     const run = await runCli(["run", "--timeout", "0.3", "hi"], { env });
     expect(run.code).toBe(130);
-    expect(run.stderr).toContain("aborted");
+    expect(run.stderr).toBe(
+      "agentloop: stopped after the 0.3 s time limit (--timeout); raise --timeout to allow more\n",
+    );
   });
 
-  it("aborts on SIGINT with exit 130", async () => {
-    const env = await serve(() => ({ stall: true }));
-    const run = await runCli(["run", "hi"], {
-      env,
-      onSpawn: interruptOnFirstRequest(server as FakeOpenAIServer),
-    });
-    expect(run.code).toBe(130);
+  it("aborts on SIGINT with exit 130, a time limit set or not", async () => {
+    for (const limit of [[], ["--timeout", "600"]]) {
+      const env = await serve(() => ({ stall: true }));
+      const run = await runCli(["run", ...limit, "hi"], {
+        env,
+        onSpawn: interruptOnFirstRequest(server as FakeOpenAIServer),
+      });
+      expect(run.code).toBe(130);
+      expect(run.stderr).toBe("agentloop: aborted\n");
+      await server?.close();
+      server = undefined;
+    }
   });
 
   it("applies flag > environment > config file > default", async () => {

@@ -1,6 +1,6 @@
 // Which calls need a person's approval (config `approval` lists over the tools' own rules), how
 // a terminal asks for it, and how a run that waits says what to do next.
-import { createInterface } from "node:readline";
+import { createInterface, emitKeypressEvents } from "node:readline";
 import type { ApprovalDecision } from "../agent/run.js";
 import type { PendingApproval } from "../core/events.js";
 import { globMatcher } from "../tools/glob.js";
@@ -107,6 +107,42 @@ export function askOnStderr(signal: AbortSignal): (question: string) => Promise<
       rl.on("SIGINT", () => process.kill(process.pid, "SIGINT"));
       rl.on("close", stop);
       rl.question(question, done);
+    });
+}
+
+/**
+ * One key read from stdin, a terminal, in raw mode (no Enter needed), with the question on stderr
+ * (for `run`): the key's text; Enter and spaces are passed over (a "y" typed with Enter out of
+ * habit answers once). Undefined at Ctrl+D or on `signal`; Ctrl+C stops the run, as elsewhere.
+ */
+export function askKeyOnStderr(signal: AbortSignal): (question: string) => Promise<string | undefined> {
+  return (question) =>
+    new Promise((resolve) => {
+      if (signal.aborted) return resolve(undefined);
+      const input = process.stdin;
+      emitKeypressEvents(input);
+      const raw = input.isRaw;
+      const done = (answer: string | undefined) => {
+        input.off("keypress", onKey);
+        signal.removeEventListener("abort", stop);
+        input.setRawMode(raw);
+        input.pause();
+        process.stderr.write(`${answer ?? ""}\n`);
+        resolve(answer);
+      };
+      const stop = () => done(undefined);
+      const onKey = (text: string | undefined, key: { name?: string; ctrl?: boolean } | undefined) => {
+        if (key?.ctrl && key.name === "c") {
+          done(undefined);
+          process.kill(process.pid, "SIGINT");
+        } else if (key?.ctrl && key.name === "d") done(undefined);
+        else if (text !== undefined && text.trim() !== "" && !key?.ctrl) done(text);
+      };
+      signal.addEventListener("abort", stop, { once: true });
+      process.stderr.write(question);
+      input.setRawMode(true);
+      input.on("keypress", onKey);
+      input.resume();
     });
 }
 

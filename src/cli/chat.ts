@@ -15,8 +15,16 @@ import {
 } from "./chat-prompts.js";
 import type { CliFlags } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
+import { exitNow } from "./exit.js";
 import { interruptible } from "./interrupt.js";
-import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
+import {
+  EXIT_CODES,
+  incompleteLine,
+  progressRenderer,
+  stopLine,
+  summaryLine,
+  timeLimitLine,
+} from "./render.js";
 import { type LoadedTools, STOP_SIGNALS, settingsFrom, setupAgent } from "./run.js";
 import {
   checkSessionId,
@@ -49,7 +57,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
   let turn: AbortController | undefined;
   let rl: Interface | undefined;
   const stop = () => {
-    if (stopped) process.exit(EXIT_CODES.aborted);
+    if (stopped) exitNow(EXIT_CODES.aborted);
     stopped = true;
     turn?.abort();
     rl?.close();
@@ -62,13 +70,17 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     const settings = await settingsFrom(flags);
     const allowed = new Set<string>();
     const tty = process.stdout.isTTY === true;
+    const timeLimitMs = settings.timeoutMs;
     // The question goes through the chat's own line reader (set once it exists).
-    let ask: (question: string) => Promise<string | undefined> = async () => undefined;
+    let ask: (question: string, answered?: AbortSignal) => Promise<string | undefined> = async () =>
+      undefined;
+    // An approval takes one key, without Enter.
+    let askKey: (question: string) => Promise<string | undefined> = async () => undefined;
     const onApproval: AgentOptions["onApproval"] = flags.yes
       ? () => "approve"
       : interactive
         ? terminalApprover(
-            (question) => ask(question),
+            (question) => askKey(question),
             (text) => process.stdout.write(text),
             tty,
             (tool) => allowed.add(tool),
@@ -109,7 +121,14 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     });
     // Ctrl+C while the MCP servers start (a sign-in in the browser included) gives up at once.
     const { agent, loaded, close } = await interruptible(
-      (signal) => setupAgent(flags, { settings, onElicitation, signal, ...(onApproval && { onApproval }) }),
+      (signal) =>
+        setupAgent(flags, {
+          settings,
+          onElicitation,
+          signal,
+          catalogueNotes: false,
+          ...(onApproval && { onApproval }),
+        }),
       (made) => made.close(),
     );
     try {
@@ -128,18 +147,37 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       const prompt = () => {
         if (interactive) lines.prompt();
       };
-      ask = (question) =>
+      ask = (question, answered) =>
         new Promise((resolve) => {
-          const signal = turn?.signal ?? new AbortController().signal;
-          if (signal.aborted) return resolve(undefined);
-          // Ctrl+C cancels the question (readline drops it, so the next line is a message again).
-          const aborted = () => {
-            write("\n");
+          const stop = turn?.signal ?? new AbortController().signal;
+          if (stop.aborted) return resolve(undefined);
+          const signal = answered ? AbortSignal.any([stop, answered]) : stop;
+          // Ctrl+C cancels the question (readline drops it, so the next line is a message again);
+          // so does the key that answered it (readline then clears its line).
+          const cancelled = () => {
+            if (stop.aborted) write("\n");
             resolve(undefined);
           };
-          signal.addEventListener("abort", aborted, { once: true });
+          signal.addEventListener("abort", cancelled, { once: true });
           lines.question(question, { signal }, (answer) => {
-            signal.removeEventListener("abort", aborted);
+            signal.removeEventListener("abort", cancelled);
+            resolve(answer);
+          });
+        });
+
+      // `ask` answered by the first key other than Enter or a space (the line reader sees the key
+      // first and types it into its line; cancelling the question clears the line).
+      askKey = (question) =>
+        new Promise((resolve) => {
+          const answered = new AbortController();
+          const onKey = (text: string | undefined, key: { ctrl?: boolean; meta?: boolean } | undefined) => {
+            if (text === undefined || text.trim() === "" || key?.ctrl || key?.meta) return;
+            resolve(text);
+            answered.abort();
+          };
+          process.stdin.on("keypress", onKey);
+          ask(question, answered.signal).then((answer) => {
+            process.stdin.off("keypress", onKey);
             resolve(answer);
           });
         });
@@ -147,6 +185,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       let history: Message[] = session?.messages ?? [];
       let last: RunState | undefined = session?.lastRun;
       let armedExit = false;
+      let typedExit = false;
       lines.on("SIGINT", () => {
         if (turn) {
           turn.abort();
@@ -180,7 +219,10 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
           prompt();
           continue;
         }
-        if (line === "/exit" || line === "/quit") break;
+        if (line === "/exit" || line === "/quit") {
+          typedExit = true;
+          break;
+        }
         const named = line.startsWith("/") ? parsePromptLine(line, loaded.prompts()) : undefined;
         if (line === "/help") {
           write(`${HELP}\n`);
@@ -221,6 +263,9 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
         if (stopped) break;
         prompt();
       }
+      // The input ended (Ctrl+D) or Ctrl+C was pressed twice at the prompt: the cursor is still on
+      // the prompt's line, where the shell's prompt would land.
+      if (interactive && !typedExit && !stopped) write("\n");
       lines.close();
 
       /** The text of an MCP prompt, its missing arguments asked for; undefined (with a line) when it cannot be had. */
@@ -274,7 +319,9 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       }
 
       async function runTurn(begin: (signal: AbortSignal) => RunHandle): Promise<RunResult> {
-        turn = new AbortController();
+        const stopping = new AbortController();
+        turn = stopping;
+        const started = Date.now();
         const progress = progressRenderer((text) => write(`${text}\n`), tty);
         let spinner: NodeJS.Timeout | undefined;
         let frame = 0;
@@ -319,14 +366,20 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
           ) {
             write(`${result.stopReason === "ask_question" ? "? " : ""}${result.text}\n`);
           }
+          const timedOut =
+            result.stopReason === "aborted" && timeLimitMs !== undefined && !stopping.signal.aborted;
           const reason =
             result.stopReason === "approval_required"
               ? approvalLine(result.pendingApprovals ?? [], session?.id)
-              : stopLine(result.stopReason, result.iterations, result.error);
+              : timedOut
+                ? timeLimitLine(timeLimitMs)
+                : stopLine(result.stopReason, result.iterations, result.error);
           if (reason && result.stopReason !== "ask_question")
             write(`${dim(`${reason.replace(/^agentloop: /, "(")})`)}\n`);
           const incomplete = incompleteLine(result);
           if (incomplete) write(`${dim(`${incomplete.replace(/^agentloop: /, "(")})`)}\n`);
+          if (flags.verbose)
+            write(`${dim(`${summaryLine(result, Date.now() - started).replace(/^agentloop: /, "(")})`)}\n`);
           history = result.messages;
           last = result.state;
           return result;

@@ -1,4 +1,5 @@
 import { AgentloopError } from "../core/errors.js";
+import { exitNow } from "./exit.js";
 import { EXIT_CODES } from "./render.js";
 
 /** Signals that stop a command like Ctrl+C. */
@@ -16,7 +17,7 @@ export async function interruptible<T>(
 ): Promise<T> {
   const controller = new AbortController();
   const onSignal = () => {
-    if (controller.signal.aborted) process.exit(EXIT_CODES.aborted);
+    if (controller.signal.aborted) exitNow(EXIT_CODES.aborted);
     controller.abort();
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);

@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import type { CliFlags } from "./config.js";
+import { exitWhenWritten, onStdoutFailure } from "./exit.js";
 import { EXIT_CODES, USAGE_ERROR } from "./render.js";
 import type { ServeFlags } from "./serve.js";
 import type { SessionsFlags } from "./sessions.js";
@@ -331,16 +332,9 @@ function usageLine(help: string) {
   };
 }
 
-process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-  // A closed pipe (e.g. `| head`) is not an error of ours.
-  if (error.code === "EPIPE") process.exit(0);
-});
+onStdoutFailure();
 
-main(process.argv.slice(2)).then(
-  // Exit now: a tool that ignored its abort signal or an idle keep-alive socket must not hold the process.
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`agentloop: unexpected error: ${errorMessage(error)}\n`);
-    process.exitCode = 1;
-  },
-);
+main(process.argv.slice(2)).then(exitWhenWritten, (error: unknown) => {
+  process.stderr.write(`agentloop: unexpected error: ${errorMessage(error)}\n`);
+  return exitWhenWritten(1);
+});

@@ -102,3 +102,32 @@ export function incompleteLine(
     ? `agentloop: warning: the answer was cut off at the model's output token limit (finish reason ${finish}): it is incomplete; raise the model's output limit or ask for a shorter answer`
     : `agentloop: warning: the answer was stopped by the provider's content filter (finish reason ${finish}): it is incomplete`;
 }
+
+/** "40 ms", "5 s", "2.5 s", "2 min 30 s". */
+export function seconds(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = Math.round(ms / 100) / 10;
+  if (s < 60) return `${s} s`;
+  const whole = Math.round(s);
+  return `${Math.floor(whole / 60)} min${whole % 60 === 0 ? "" : ` ${whole % 60} s`}`;
+}
+
+/** The stderr line of a run the time limit stopped (in place of the "aborted" of a person's Ctrl+C). */
+export const timeLimitLine = (limitMs: number) =>
+  `agentloop: stopped after the ${limitMs / 1000} s time limit (--timeout); raise --timeout to allow more`;
+
+/**
+ * The closing line of a run with progress shown (`--verbose`, or stderr a terminal): how it
+ * stopped, its iterations, tokens in and out, its duration, and its cost when the price is known.
+ */
+export function summaryLine(
+  result: Pick<RunResult<unknown>, "stopReason" | "iterations" | "usage">,
+  durationMs: number,
+): string {
+  const { usage } = result;
+  const cost =
+    usage.costUsd === undefined
+      ? ""
+      : ` · $${usage.costUsd === 0 ? "0" : usage.costUsd < 0.01 ? usage.costUsd.toPrecision(2) : usage.costUsd.toFixed(2)}`;
+  return `agentloop: ${result.stopReason} · ${plural(result.iterations, "iteration")} · ${usage.inputTokens} tokens in, ${usage.outputTokens} out · ${seconds(durationMs)}${cost}`;
+}

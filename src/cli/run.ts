@@ -1,8 +1,6 @@
 import { Agent, type AgentOptions, type AnyAgent } from "../agent/agent.js";
-import type { RunHandle } from "../agent/handle.js";
 import type { Budget } from "../agent/prompt.js";
 import { AgentloopError } from "../core/errors.js";
-import type { RunResult } from "../core/events.js";
 import type { ElicitationHandler } from "../mcp/elicitation.js";
 import type { McpPromptInfo } from "../mcp/index.js";
 import type { Model } from "../models/adapter.js";
@@ -10,12 +8,14 @@ import { resolvePrice } from "../models/pricing.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
-import { approvalLine, approvalRules, askOnStderr, terminalApprover } from "./approval.js";
+import { approvalRules, askKeyOnStderr, askOnStderr, terminalApprover } from "./approval.js";
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
+import { exitNow } from "./exit.js";
 import { readImages, readOutputSchema } from "./inputs.js";
 import { STOP_SIGNALS } from "./interrupt.js";
-import { EXIT_CODES, incompleteLine, progressRenderer, stopLine } from "./render.js";
+import { EXIT_CODES } from "./render.js";
+import { runTurn } from "./run-turn.js";
 import {
   checkSessionId,
   type HeldSession,
@@ -141,9 +141,20 @@ export interface LoadedTools {
  */
 export async function loadTools(
   settings: Settings,
-  options: { verbose?: boolean; onElicitation?: ElicitationHandler; signal?: AbortSignal } = {},
+  options: {
+    verbose?: boolean;
+    onElicitation?: ElicitationHandler;
+    signal?: AbortSignal;
+    /**
+     * Print the notes about single tools of the catalogue (skipped, renamed, arguments not
+     * checked locally): the same at every start, so only where the catalogue is the point
+     * (`tools`, the log of `serve`) or with `verbose`. Default true.
+     */
+    catalogueNotes?: boolean;
+  } = {},
 ): Promise<LoadedTools> {
   const { verbose, onElicitation, signal } = options;
+  const notes = options.catalogueNotes !== false || verbose === true;
   const local = localTools(settings);
   const sources = local.map(() => "local");
   if (Object.keys(settings.mcpServers).length === 0) {
@@ -169,7 +180,9 @@ export async function loadTools(
     ...(onElicitation && { onElicitation }),
     ...(signal && { signal }),
     ...(settings.configFile !== undefined && { configFile: settings.configFile }),
-    onWarning: (message) => process.stderr.write(`agentloop: warning: ${message}\n`),
+    onWarning: (message) => {
+      if (notes || !CATALOGUE_NOTE.test(message)) process.stderr.write(`agentloop: warning: ${message}\n`);
+    },
     ...(verbose && {
       onServerLog: (server: string, line: string) => process.stderr.write(`[${server}] ${line}\n`),
     }),
@@ -186,6 +199,9 @@ export async function loadTools(
   };
 }
 
+/** How the MCP client words its notes about one tool of the catalogue (mcp/client.ts, mcp/names.ts, mcp/connection.ts). */
+const CATALOGUE_NOTE = /^MCP tool '.*' of server '[^']*'/;
+
 /** A ready agent for a command, with what must be closed when the command ends. */
 export async function setupAgent(
   flags: CliFlags,
@@ -195,6 +211,8 @@ export async function setupAgent(
     onElicitation?: ElicitationHandler;
     /** Gives up starting the MCP servers (Ctrl+C), a sign-in in the browser included. */
     signal?: AbortSignal;
+    /** See `loadTools`. Default true. */
+    catalogueNotes?: boolean;
   } = {},
 ): Promise<{ settings: Settings; agent: AnyAgent; loaded: LoadedTools; close(): Promise<void> }> {
   const settings = options.settings ?? (await settingsFrom(flags));
@@ -202,6 +220,7 @@ export async function setupAgent(
   const { onElicitation, signal } = options;
   const loaded = await loadTools(settings, {
     verbose: flags.verbose === true,
+    ...(options.catalogueNotes !== undefined && { catalogueNotes: options.catalogueNotes }),
     ...(onElicitation && { onElicitation }),
     ...(signal && { signal }),
   });
@@ -236,7 +255,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
   const controller = new AbortController();
   const onSignal = () => {
     // A second signal stops at once; the MCP children are ended on exit (mcp/children.ts).
-    if (controller.signal.aborted) process.exit(EXIT_CODES.aborted);
+    if (controller.signal.aborted) exitNow(EXIT_CODES.aborted);
     controller.abort();
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
@@ -248,7 +267,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
       ? () => "approve"
       : interactive(flags)
         ? terminalApprover(
-            askOnStderr(controller.signal),
+            askKeyOnStderr(controller.signal),
             (text) => process.stderr.write(text),
             process.stderr.isTTY === true,
             (tool) => allowed.add(tool),
@@ -287,15 +306,22 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
           });
     const { agent, close } = await setupAgent(flags, {
       settings,
+      catalogueNotes: false,
       signal: controller.signal,
       ...(onElicitation && { onElicitation }),
       ...(onApproval && { onApproval }),
     });
     try {
       const start = { signal: controller.signal, session, allowedTools: [...allowed] };
+      const turn = {
+        flags,
+        timeLimitMs: settings.timeoutMs,
+        stoppedHere: () => controller.signal.aborted,
+        failure: (error: unknown) => (held ? storeFailure(error, held.session.id, held) : error),
+      };
       let result = await runTurn(
         startPlan(agent, plan, { ...start, history: session?.messages ?? [], images }),
-        flags,
+        turn,
       );
       if (plan.type === "decide" && plan.thenPrompt !== undefined) {
         if (result.state.status !== "completed") {
@@ -307,7 +333,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
           const history = result.messages;
           result = await runTurn(
             startPlan(agent, next, { ...start, allowedTools: [...allowed], history }),
-            flags,
+            turn,
           );
         }
       }
@@ -334,41 +360,3 @@ const request = (prompt: string | undefined, flags: CliFlags) => ({
 /** A person can be asked: stdin and stderr are terminals and stdout is not the event stream. */
 const interactive = (flags: CliFlags) =>
   process.stdin.isTTY === true && process.stderr.isTTY === true && !flags.json;
-
-async function runTurn(run: RunHandle, flags: CliFlags): Promise<RunResult> {
-  const showProgress = flags.verbose === true || (process.stderr.isTTY === true && !flags.json);
-  const progress = showProgress
-    ? progressRenderer((line) => process.stderr.write(`${line}\n`), process.stderr.isTTY === true)
-    : undefined;
-  for await (const event of run) {
-    if (flags.json) await writeOut(`${JSON.stringify(event)}\n`);
-    progress?.(event);
-  }
-  const result = await run.result;
-  // With an output schema stdout carries the answer's JSON or nothing: no question, narration,
-  // invalid answer or refusal (the stop line on stderr says what happened).
-  const typed = result.state.outputSchema !== undefined;
-  const toStdout = !typed || result.output !== undefined;
-  // How to continue a run that waits for approvals goes to stderr even with --json.
-  if (result.stopReason === "approval_required") {
-    if (!flags.json && result.text !== "" && toStdout) await writeOut(`${result.text}\n`);
-    process.stderr.write(`${approvalLine(result.pendingApprovals ?? [], result.sessionId)}\n`);
-  } else if (!flags.json) {
-    if (!toStdout) {
-      if (result.stopReason === "ask_question") process.stderr.write(`${result.text}\n`);
-    } else if (result.text !== "" || result.stopReason === "final_answer") await writeOut(`${result.text}\n`);
-    const line = stopLine(result.stopReason, result.iterations, result.error, result.sessionId);
-    if (line) process.stderr.write(`${line}\n`);
-  }
-  const incomplete = incompleteLine(result);
-  if (incomplete && !flags.json) process.stderr.write(`${incomplete}\n`);
-  return result;
-}
-
-/** Writes to stdout, waiting for a full pipe to drain. */
-function writeOut(text: string): Promise<void> {
-  return new Promise((resolve) => {
-    if (process.stdout.write(text)) resolve();
-    else process.stdout.once("drain", resolve);
-  });
-}

@@ -19,8 +19,8 @@ export interface SessionsFlags {
 
 /** The store the settings name, or undefined when its file does not exist yet. */
 async function existingStore(flags: SessionsFlags): Promise<SessionStore | undefined> {
-  const { config, name, notes } = await loadConfigFile(flags.config);
-  for (const note of notes) process.stderr.write(`agentloop: note: ${note}\n`);
+  // Its notes are about MCP servers, which these commands do not start: `run` and `tools` print them.
+  const { config, name } = await loadConfigFile(flags.config);
   const db = dbSetting(process.env, config, name);
   if (!isPostgresUrl(db.location) && !existsSync(resolve(db.location))) return undefined;
   return openStore({ db });

@@ -9,7 +9,7 @@ import { type LoadedTools, loadTools, settingsFrom } from "./run.js";
  * shape it always had); the prompts are `agentloop mcp prompts --json`.
  */
 export async function listTools(flags: CliFlags): Promise<number> {
-  return withLoaded(flags, (loaded) => {
+  return withLoaded(flags, true, (loaded) => {
     const sources = loaded.sources();
     const tools = loaded.tools().map(({ name, description, parameters }, i) => ({
       name,
@@ -38,7 +38,7 @@ export async function listTools(flags: CliFlags): Promise<number> {
  */
 export async function listPrompts(flags: { config?: string; json?: boolean }): Promise<number> {
   const settings = { ...flags, builtinTools: false };
-  return withLoaded(settings, (loaded) => {
+  return withLoaded(settings, false, (loaded) => {
     const prompts = loaded.prompts();
     if (flags.json) {
       const listed = prompts.map((p) => ({
@@ -55,11 +55,18 @@ export async function listPrompts(flags: { config?: string; json?: boolean }): P
   });
 }
 
-/** Starts the tools of the config (Ctrl+C gives up, a sign-in in the browser included), uses them, closes them. */
-async function withLoaded(flags: CliFlags, use: (loaded: LoadedTools) => void): Promise<number> {
+/**
+ * Starts the tools of the config (Ctrl+C gives up, a sign-in in the browser included), uses them,
+ * closes them. `catalogueNotes`: see `loadTools`.
+ */
+async function withLoaded(
+  flags: CliFlags,
+  catalogueNotes: boolean,
+  use: (loaded: LoadedTools) => void,
+): Promise<number> {
   const settings = await settingsFrom(flags);
   const loaded = await interruptible(
-    (signal) => loadTools(settings, { verbose: flags.verbose === true, signal }),
+    (signal) => loadTools(settings, { verbose: flags.verbose === true, signal, catalogueNotes }),
     (made) => made.close(),
   );
   try {
