@@ -1,12 +1,16 @@
 // The package as another project gets it: `npm pack` (what `npm publish` uploads), unpacked into
 // a fresh project's node_modules as `npm install <tarball>` does, with its dependencies (and only
 // them: no devDependency such as @types/pg) beside it. Run `npm run build` first.
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
+import { startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
+
+const run = promisify(execFile);
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const NAME = "agentloop-runtime";
@@ -27,9 +31,10 @@ beforeAll(() => {
       cwd: ROOT,
       encoding: "utf8",
     }),
-  ) as { filename: string }[];
+  ) as { name: string; filename: string }[];
   project = join(dir, "consumer");
-  const installed = join(project, "node_modules", NAME);
+  // Where `npm install <tarball>` puts it: under the name in its package.json.
+  const installed = join(project, "node_modules", packed[0]?.name as string);
   mkdirSync(installed, { recursive: true });
   writeFileSync(
     join(project, "package.json"),
@@ -50,6 +55,14 @@ beforeAll(() => {
   }
   // Links the package's bin into node_modules/.bin, as `npm install` does.
   execFileSync("npm", ["rebuild", "--offline", "--ignore-scripts"], { cwd: project, stdio: "ignore" });
+  // The programs a newcomer copies: the example, and the README's smallest agent.
+  copyFileSync(join(ROOT, "examples/first-agent.ts"), join(project, "first-agent.ts"));
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  const smallest = /## The smallest agent\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  writeFileSync(
+    join(project, "smallest.ts"),
+    smallest ?? "throw new Error('no smallest agent in README.md');",
+  );
 }, 60_000);
 
 const inProject = (command: string, args: string[]) =>
@@ -82,9 +95,8 @@ describe(`the package installed in another project as ${NAME}`, () => {
     expect(run.status).toBe(0);
   });
 
-  it("type-checks a strict TypeScript program and examples/first-agent.ts against it, its declarations included (skipLibCheck off) and without @types/pg", () => {
+  it("type-checks a strict TypeScript program, examples/first-agent.ts and the README's smallest agent against it, its declarations included (skipLibCheck off) and without @types/pg", () => {
     writeFileSync(join(project, "index.ts"), CONSUMER);
-    copyFileSync(join(ROOT, "examples/first-agent.ts"), join(project, "first-agent.ts"));
     writeFileSync(
       join(project, "tsconfig.json"),
       JSON.stringify({
@@ -99,7 +111,7 @@ describe(`the package installed in another project as ${NAME}`, () => {
           types: ["node"],
           noEmit: true,
         },
-        files: ["index.ts", "first-agent.ts"],
+        files: ["index.ts", "first-agent.ts", "smallest.ts"],
       }),
     );
     const run = inProject(join(ROOT, "node_modules/.bin/tsc"), ["-p", "."]);
@@ -108,11 +120,29 @@ describe(`the package installed in another project as ${NAME}`, () => {
   }, 60_000);
 
   it("runs examples/first-agent.ts copied into the project, with no key", () => {
-    copyFileSync(join(ROOT, "examples/first-agent.ts"), join(project, "first-agent.ts"));
     const run = inProject(process.execPath, ["first-agent.ts"]);
     expect(run.stderr).toBe("");
     expect(run.stdout).toContain("157.09 * 493.89 = 77585.1801 (final_answer)\n");
     expect(run.status).toBe(0);
+  });
+
+  it("runs the README's smallest agent as written, against an OpenAI-compatible server", async () => {
+    const server = await startFakeOpenAIServer({
+      respond: (request) => {
+        const result = request.body.messages.findLast((m: { role: string }) => m.role === "tool");
+        return result
+          ? { text: `157.09 * 493.89 = ${result.content}` }
+          : { toolCalls: [{ name: "calculator", arguments: { expression: "157.09 * 493.89" } }] };
+      },
+    });
+    try {
+      const env = { PATH: process.env.PATH ?? "", OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.url };
+      const { stdout, stderr } = await run(process.execPath, ["smallest.ts"], { cwd: project, env });
+      expect(stderr).toBe("");
+      expect(stdout).toBe("157.09 * 493.89 = 77585.1801 final_answer\n");
+    } finally {
+      await server.close();
+    }
   });
 
   it("the README installs, runs and imports it by that name", () => {
