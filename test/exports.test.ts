@@ -107,6 +107,8 @@ describe("public surface", () => {
     const testing = await import("agentloop-runtime/testing");
     expect(typeof testing.scriptedModel).toBe("function");
     expect(typeof testing.startFakeOpenAIServer).toBe("function");
+    expect(typeof testing.demoModel).toBe("function");
+    expect(testing.DEMO_QUESTIONS).toHaveLength(3);
     const openai = await import("agentloop-runtime/openai");
     expect(typeof openai.openAIChatModel).toBe("function");
     expect(typeof openai.openAIResponsesModel).toBe("function");
