@@ -1,9 +1,9 @@
 // Cold start, measured from outside in fresh processes, every case interleaved round by round so
-// the machine's load hits them alike: `agentloop --help` against `node -e 0`, `import("agentloop")`,
+// the machine's load hits them alike: `agentloop --help` against `node -e 0`, `import("agentloop-runtime")`,
 // and how long after its spawn `agentloop run` sends its first request upstream (a local server
 // records the arrival; the floor is a bare `node -e "fetch(...)"`).
 //
-// Also lists the modules `import("agentloop")` loads, and which of them are provider, MCP, server,
+// Also lists the modules `import("agentloop-runtime")` loads, and which of them are provider, MCP, server,
 // store or CLI code (none should be).
 //
 //   npm run build && node bench/cold-start.ts [rounds=20] [--json]
@@ -66,8 +66,8 @@ const cases: { name: string; measure: () => Promise<number>; floor?: string }[] 
   { name: "agentloop --help", measure: () => exitMs([BIN, "--help"]), floor: "node -e 0" },
   { name: "agentloop --version", measure: () => exitMs([BIN, "--version"]), floor: "node -e 0" },
   {
-    name: 'import("agentloop")',
-    measure: () => exitMs(["--input-type=module", "-e", 'await import("agentloop")']),
+    name: 'import("agentloop-runtime")',
+    measure: () => exitMs(["--input-type=module", "-e", 'await import("agentloop-runtime")']),
     floor: "node -e 0",
   },
   {
@@ -92,11 +92,11 @@ for (let round = 0; round < rounds; round++) {
 }
 upstream.close();
 
-/** The modules `import("agentloop")` loads (a module hook records them), relative to dist/ or node_modules/. */
+/** The modules `import("agentloop-runtime")` loads (a module hook records them), relative to dist/ or node_modules/. */
 const HOOK = `import { registerHooks } from "node:module";
 const seen = [];
 registerHooks({ load(url, context, next) { seen.push(url); return next(url, context); } });
-await import("agentloop");
+await import("agentloop-runtime");
 console.log(JSON.stringify(seen));`;
 const loaded = (
   JSON.parse(
@@ -124,5 +124,5 @@ for (const c of cases) {
   );
 }
 console.log(
-  `import("agentloop") loads ${loaded.length} modules; provider, MCP, server, store or CLI code among them: ${heavy.length ? heavy.join(", ") : "none"}`,
+  `import("agentloop-runtime") loads ${loaded.length} modules; provider, MCP, server, store or CLI code among them: ${heavy.length ? heavy.join(", ") : "none"}`,
 );

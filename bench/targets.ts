@@ -250,7 +250,7 @@ ${rows.join("\n")}`;
   };
 }
 
-/** bench/cold-start.ts. `heavy`: the provider, MCP, server, store or CLI modules `import("agentloop")` loads. */
+/** bench/cold-start.ts. `heavy`: the provider, MCP, server, store or CLI modules `import("agentloop-runtime")` loads. */
 export function coldStartPart(rounds: number): Section & { heavy: string[] } {
   const { times, loaded, heavy } = JSON.parse(
     lastLine(child([script("./cold-start.ts"), String(rounds), "--json"])),
@@ -263,7 +263,7 @@ export function coldStartPart(rounds: number): Section & { heavy: string[] } {
   const floors: Record<string, string> = {
     "agentloop --help": "node -e 0",
     "agentloop --version": "node -e 0",
-    'import("agentloop")': "node -e 0",
+    'import("agentloop-runtime")': "node -e 0",
     "first request: agentloop run": "first request: node fetch",
   };
   const rows = Object.entries(times).map(([name, xs]) => {
@@ -276,7 +276,7 @@ export function coldStartPart(rounds: number): Section & { heavy: string[] } {
 
 "first request": from the spawn to the arrival of the process's first request at a local upstream
 (\`agentloop run hi\` against a fake Chat Completions server; the floor is a bare \`node -e "fetch(...)"\`).
-\`import("agentloop")\` loads ${loaded.length} modules; provider, MCP, server, store or CLI code among them:
+\`import("agentloop-runtime")\` loads ${loaded.length} modules; provider, MCP, server, store or CLI code among them:
 ${heavy.length ? heavy.join(", ") : "none"}.
 
 | command | ms | against |
@@ -299,7 +299,7 @@ ${rows.join("\n")}`;
         key: "cold first request",
       },
       {
-        target: '`import("agentloop")` pulls in no provider, MCP or server code',
+        target: '`import("agentloop-runtime")` pulls in no provider, MCP or server code',
         result: heavy.length ? heavy.join(", ") : `none of its ${loaded.length} modules`,
         met: heavy.length === 0,
       },
@@ -342,7 +342,7 @@ export function storeTargets(store: StoreResults, heavy: string[]): TargetResult
     {
       target:
         "Checkpoints (SQLite, PostgreSQL) and sessions each report their own cost per iteration, and cost nothing when off",
-      result: `CPU per iteration of a stored run over no store: ${added.join(", ")}; off: no checkpoint call, and \`import("agentloop")\` loads ${storeCode.length ? storeCode.join(", ") : "no store code"}`,
+      result: `CPU per iteration of a stored run over no store: ${added.join(", ")}; off: no checkpoint call, and \`import("agentloop-runtime")\` loads ${storeCode.length ? storeCode.join(", ") : "no store code"}`,
       met: added.length > 0 && storeCode.length === 0,
     },
     ...(sqlite === undefined

@@ -13,6 +13,8 @@ export type {
   IterationRecord,
   PendingApproval,
   RunResult,
+  RunResultFields,
+  StopOutcome,
   StopReason,
 } from "./core/events.js";
 export type {
@@ -36,6 +38,7 @@ export { contextWindowFor, tokenCounterFor, truncateToTokens } from "./memory/to
 export type { Model, ModelError, ModelEvent, ModelReply, ModelRequest, ToolSpec } from "./models/adapter.js";
 export type { ModelPrice, PriceTable } from "./models/pricing.js";
 export { DEFAULT_PRICES } from "./models/pricing.js";
+export { calculator, convertTemperature, getCurrentTime } from "./tools/builtin/index.js";
 export type {
   JsonSchema,
   JsonSchemaToolDefinition,

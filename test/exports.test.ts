@@ -42,8 +42,8 @@ function filesLoadedBy(code: string): string[] {
 }
 
 describe("what importing agentloop loads", () => {
-  it('import("agentloop") loads no dependency (no zod, no SDK) and no provider, MCP, server, store or CLI code', () => {
-    const loaded = filesLoadedBy('await import("agentloop");');
+  it('import("agentloop-runtime") loads no dependency (no zod, no SDK) and no provider, MCP, server, store or CLI code', () => {
+    const loaded = filesLoadedBy('await import("agentloop-runtime");');
     expect(loaded).toContain("dist/index.js");
     expect(loaded.filter((path) => !path.startsWith("dist/"))).toEqual([]);
     expect(
@@ -53,15 +53,15 @@ describe("what importing agentloop loads", () => {
 
   it("a run loads no dependency either: the tokenizer comes with the first request near the budget, zod with the first tool that needs it", () => {
     const run = (maxContextTokens: number) => `
-      const { Agent } = await import("agentloop");
-      const { scriptedModel } = await import("agentloop/testing");
+      const { Agent } = await import("agentloop-runtime");
+      const { scriptedModel } = await import("agentloop-runtime/testing");
       const model = scriptedModel([{ text: "4" }], { id: "gpt-4o-mini" });
       const result = await new Agent({ model, maxContextTokens: ${maxContextTokens} }).run("What is 2+2? ".repeat(20));
       if (result.text !== "4") throw new Error(result.text);`;
     expect(filesLoadedBy(run(100_000)).filter((path) => !path.startsWith("dist/"))).toEqual([]);
     expect(filesLoadedBy(run(200))).toContain("node_modules/gpt-tokenizer/cjs/encoding/o200k_base.js");
     const withTool = filesLoadedBy(`
-      const { defineTool } = await import("agentloop");
+      const { defineTool } = await import("agentloop-runtime");
       defineTool({ name: "t", description: "d", parameters: { type: "object" }, execute: () => "" });`);
     expect(withTool).toContain("node_modules/zod/index.js");
   });
@@ -85,7 +85,7 @@ describe("public surface", () => {
   });
 
   it("exposes the documented entry points", async () => {
-    const root = await import("agentloop");
+    const root = await import("agentloop-runtime");
     expect(Object.keys(root).sort()).toEqual([
       "Agent",
       "AgentloopError",
@@ -94,26 +94,31 @@ describe("public surface", () => {
       "RUN_STATE_VERSION",
       "RunHandle",
       "Session",
+      "calculator",
       "contextManager",
       "contextWindowFor",
+      "convertTemperature",
       "defineTool",
+      "getCurrentTime",
       "tokenCounterFor",
       "toolOutput",
       "truncateToTokens",
     ]);
-    const testing = await import("agentloop/testing");
+    const testing = await import("agentloop-runtime/testing");
     expect(typeof testing.scriptedModel).toBe("function");
     expect(typeof testing.startFakeOpenAIServer).toBe("function");
-    const openai = await import("agentloop/openai");
+    expect(typeof testing.demoModel).toBe("function");
+    expect(testing.DEMO_QUESTIONS).toHaveLength(3);
+    const openai = await import("agentloop-runtime/openai");
     expect(typeof openai.openAIChatModel).toBe("function");
     expect(typeof openai.openAIResponsesModel).toBe("function");
     expect(typeof testing.startFakeResponsesServer).toBe("function");
-    const anthropic = await import("agentloop/anthropic");
+    const anthropic = await import("agentloop-runtime/anthropic");
     expect(typeof anthropic.anthropicModel).toBe("function");
     expect(typeof testing.startFakeAnthropicServer).toBe("function");
-    const mcp = await import("agentloop/mcp");
+    const mcp = await import("agentloop-runtime/mcp");
     expect(typeof mcp.connectMcpServers).toBe("function");
-    const store = await import("agentloop/store");
+    const store = await import("agentloop-runtime/store");
     expect(Object.keys(store).sort()).toEqual([
       "SESSION_ID_PATTERN",
       "StoreError",

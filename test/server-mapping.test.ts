@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { newRunState } from "../src/agent/state.js";
+import { stopOutcomeOf } from "../src/core/events.js";
 import type { AgentEvent, AgentEventBody, RunResult, StopReason } from "../src/index.js";
 import { finishReason } from "../src/server/errors.js";
 import { ChunkMapper } from "../src/server/map-events.js";
@@ -11,7 +12,7 @@ const result = (stopReason: StopReason, output: string, error?: RunResult["error
   state: newRunState("run_1", []),
   output,
   text: output,
-  stopReason,
+  ...(stopReason === "approval_required" ? { stopReason, pendingApprovals: [] } : { stopReason }),
   iterations: 2,
   messages: [],
   usage,
@@ -20,7 +21,7 @@ const result = (stopReason: StopReason, output: string, error?: RunResult["error
 });
 const complete = (r: RunResult): AgentEventBody => ({
   type: "turn_complete",
-  stopReason: r.stopReason,
+  ...stopOutcomeOf(r),
   iterations: r.iterations,
   output: r.output,
   usage,

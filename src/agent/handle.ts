@@ -4,7 +4,7 @@ import { abortCalls } from "../tools/execute.js";
 import { runLoop } from "./loop.js";
 import { readAnswer } from "./output.js";
 import type { Run, Sink } from "./run.js";
-import { pendingApprovals } from "./state.js";
+import { stopOutcome } from "./state.js";
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 const ignore = () => {};
@@ -133,15 +133,13 @@ class Outcome<Output> implements Sink {
       state: s,
       output: this.output(),
       text: s.output,
-      stopReason: s.stopReason as NonNullable<RunState["stopReason"]>,
+      ...stopOutcome(s),
       iterations: s.iteration,
       messages: s.messages,
       usage: s.usage,
       steps: s.steps,
     };
-    const approvals = pendingApprovals(s);
     if (s.sessionId !== undefined) result.sessionId = s.sessionId;
-    if (approvals) result.pendingApprovals = approvals;
     if (s.refusal !== undefined) result.refusal = s.refusal;
     const incomplete = s.steps.at(-1)?.incomplete;
     if (incomplete) result.incomplete = incomplete;

@@ -26,7 +26,7 @@ import {
 } from "./prompt.js";
 import { uniqueIds } from "./repair.js";
 import { CONTINUE, circuitBreaker, type Next, type Run, type Sink } from "./run.js";
-import { closePending, pendingApprovals } from "./state.js";
+import { closePending, stopOutcome } from "./state.js";
 import { recordFailure } from "./stop.js";
 
 const ABORTED: Next = { type: "stop", stopReason: "aborted" };
@@ -210,15 +210,13 @@ function conclude(state: RunState, run: Run, next: Exclude<Next, { type: "contin
 /** The events that end a run: `error` when it stopped on one, then `turn_complete`. */
 function lastEvents(s: RunState): AgentEvent[] {
   const { runId } = s;
-  const approvals = pendingApprovals(s);
   const incomplete = s.steps.at(-1)?.incomplete;
   const body: AgentEventBody = {
     type: "turn_complete",
-    stopReason: s.stopReason as NonNullable<RunState["stopReason"]>,
+    ...stopOutcome(s),
     iterations: s.iteration,
     output: s.output,
     usage: { ...s.usage },
-    ...(approvals && { pendingApprovals: approvals }),
     ...(s.sessionId !== undefined && { sessionId: s.sessionId }),
     ...(incomplete && { incomplete }),
   };

@@ -1,5 +1,5 @@
 import { AgentloopError } from "../core/errors.js";
-import type { PendingApproval } from "../core/events.js";
+import type { PendingApproval, StopOutcome, StopReason } from "../core/events.js";
 import {
   type AssistantMessage,
   emptyUsage,
@@ -131,6 +131,13 @@ export function pendingApprovals(state: RunState): PendingApproval[] | undefined
   return state.status === "awaiting_approval"
     ? waitingApprovals(state, (call) => call.name !== "ask_question")
     : undefined;
+}
+
+/** How a stopped run stopped: its reason, with the calls it waits on when it waits for approvals. */
+export function stopOutcome(state: RunState): StopOutcome {
+  const approvals = pendingApprovals(state);
+  if (approvals) return { stopReason: "approval_required", pendingApprovals: approvals };
+  return { stopReason: state.stopReason as Exclude<StopReason, "approval_required"> };
 }
 
 /**

@@ -192,6 +192,14 @@ export async function main(argv: readonly string[]): Promise<number> {
       exitCode = await runCommand(prompt, flags);
     });
 
+  program
+    .command("demo")
+    .description("a first run with no API key: a scripted model answers three questions with the real tools")
+    .option("--json", "print the event stream as JSON lines on stdout")
+    .action(async (flags: { json?: boolean }) => {
+      exitCode = await (await import("./demo.js")).demoCommand(flags);
+    });
+
   withCommonOptions(program.command("tools"), ["json"])
     .description("list every tool with its schema")
     .action(async (flags: CliFlags) => {

@@ -21,6 +21,25 @@ export interface PendingApproval {
   arguments: Record<string, unknown>;
 }
 
+/**
+ * How a run stopped, on `turn_complete` and `RunResult`: `pendingApprovals` is there exactly when
+ * `stopReason` is `approval_required`, so checking the reason narrows it to a list.
+ */
+export type StopOutcome =
+  | {
+      stopReason: "approval_required";
+      /** The calls waiting for a decision, in call order. */
+      pendingApprovals: PendingApproval[];
+    }
+  | { stopReason: Exclude<StopReason, "approval_required">; pendingApprovals?: undefined };
+
+/** The {@link StopOutcome} of a result or event alone: its reason, and its calls when it waits on some. */
+export function stopOutcomeOf(from: StopOutcome): StopOutcome {
+  return from.stopReason === "approval_required"
+    ? { stopReason: from.stopReason, pendingApprovals: from.pendingApprovals }
+    : { stopReason: from.stopReason };
+}
+
 /** The events of a run without the `runId` every one of them carries. */
 export type AgentEventBody =
   | { type: "iteration_start"; iteration: number }
@@ -32,18 +51,15 @@ export type AgentEventBody =
   | { type: "tool_progress"; id: string; name: string; progress: number; total?: number; message?: string }
   | { type: "tool_result"; id: string; name: string; content: string; isError: boolean; durationMs: number }
   | { type: "approval_request"; id: string; name: string; arguments: Record<string, unknown> }
-  | {
+  | ({
       type: "turn_complete";
-      stopReason: StopReason;
       iterations: number;
       output: string;
       usage: Usage;
-      /** The calls waiting for a decision, when `stopReason` is `approval_required`. */
-      pendingApprovals?: PendingApproval[];
       sessionId?: string;
       /** Set when the last reply was cut short (see `RunResult.incomplete`). */
       incomplete?: "length" | "content_filter" | "empty";
-    }
+    } & StopOutcome)
   | { type: "error"; message: string; code: string };
 
 /** The events of a run (SPEC section 3). `type` and the listed fields are a public contract. */
@@ -54,8 +70,12 @@ export type AgentEventType = AgentEvent["type"];
 /**
  * What `agent.run()` returns; `stream()` returns the same value when it finishes. `Output` is the
  * type of `output`: the answer text, or with an `outputSchema` the validated object (or undefined).
+ * `stopReason` and `pendingApprovals` are a {@link StopOutcome}.
  */
-export interface RunResult<Output = string> {
+export type RunResult<Output = string> = RunResultFields<Output> & StopOutcome;
+
+/** The fields of every {@link RunResult}, whatever its stop reason. */
+export interface RunResultFields<Output = string> {
   runId: string;
   /** Set when the run belongs to a session. */
   sessionId?: string;
@@ -64,8 +84,6 @@ export interface RunResult<Output = string> {
    * or an answer, or store it (it is plain JSON).
    */
   state: RunState;
-  /** The calls waiting for a decision, when `stopReason` is `approval_required`. */
-  pendingApprovals?: PendingApproval[];
   /**
    * The final answer, or the last assistant text for other stops (the question for `ask_question`).
    * With an `outputSchema`: the validated (and, for a zod schema, parsed) object when the run ended
@@ -77,7 +95,6 @@ export interface RunResult<Output = string> {
    * compact JSON) or the last assistant text. What `turn_complete.output` carries.
    */
   text: string;
-  stopReason: StopReason;
   /** Model calls made in this run. */
   iterations: number;
   /** The whole conversation, previous turns included; pass it back as `history` to continue. */

@@ -1,5 +1,5 @@
 /**
- * `agentloop/openai`: the OpenAI adapters, Chat Completions (`openAIChatModel`, for every
+ * `agentloop-runtime/openai`: the OpenAI adapters, Chat Completions (`openAIChatModel`, for every
  * OpenAI-compatible server) and the Responses API (`openAIResponsesModel`).
  */
 export * from "./openai-chat.js";

@@ -1,4 +1,4 @@
-import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
+import { type AgentEvent, type PendingApproval, type RunResult, stopOutcomeOf } from "../core/events.js";
 import type { Usage } from "../core/messages.js";
 import { finishReason } from "./errors.js";
 
@@ -235,7 +235,7 @@ export class ChunkMapper {
     return (
       this.complete ?? {
         type: "turn_complete",
-        stopReason: result.stopReason,
+        ...stopOutcomeOf(result),
         iterations: result.iterations,
         output: result.text,
         usage: result.usage,

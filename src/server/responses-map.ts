@@ -1,4 +1,4 @@
-import type { AgentEvent, RunResult } from "../core/events.js";
+import { type AgentEvent, type RunResult, stopOutcomeOf } from "../core/events.js";
 import type { Usage } from "../core/messages.js";
 import { finishReason } from "./errors.js";
 import { type ErrorEvent, waitingFor } from "./map-events.js";
@@ -304,7 +304,7 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
     return (
       this.complete ?? {
         type: "turn_complete",
-        stopReason: result.stopReason,
+        ...stopOutcomeOf(result),
         iterations: result.iterations,
         output: result.text,
         usage: result.usage,

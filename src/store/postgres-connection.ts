@@ -3,16 +3,13 @@
 import { readFileSync } from "node:fs";
 import type { ConnectionOptions } from "node:tls";
 import type { PoolConfig } from "pg";
+import type { PostgresStoreOptions } from "./postgres-store.js";
 import { StoreError } from "./types.js";
 
-export interface ConnectionLimits {
-  /** Connections in the pool. Default 10. */
-  maxConnections?: number;
-  /** How long to wait for a connection (TCP, TLS and login). Default 5000 ms; `?connect_timeout=` (seconds) wins. */
-  connectTimeoutMs?: number;
-  /** How long one statement may take before it is given up. Default 10000 ms; `?statement_timeout=` (ms) wins. */
-  queryTimeoutMs?: number;
-}
+export type ConnectionLimits = Pick<
+  PostgresStoreOptions,
+  "maxConnections" | "connectTimeoutMs" | "queryTimeoutMs"
+>;
 
 /** A PostgreSQL URL made ready for the `pg` pool. */
 export interface Connection {

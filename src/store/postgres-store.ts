@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { newHolder } from "./holder.js";
-import { type ConnectionLimits, readConnection, transient } from "./postgres-connection.js";
+import { readConnection, transient } from "./postgres-connection.js";
 import { busy, type Row, SUMMARY, stored, summary } from "./postgres-rows.js";
 import { migrate } from "./postgres-schema.js";
 import {
@@ -14,7 +14,14 @@ import {
 } from "./shared.js";
 import { type SessionHandle, type SessionStore, type StoredSession, StoreError } from "./types.js";
 
-export interface PostgresStoreOptions extends ConnectionLimits {
+/** Declared here, apart from the driver's types: a program using the store needs no `@types/pg`. */
+export interface PostgresStoreOptions {
+  /** Connections in the pool. Default 10. */
+  maxConnections?: number;
+  /** How long to wait for a connection (TCP, TLS and login). Default 5000 ms; `?connect_timeout=` (seconds) wins. */
+  connectTimeoutMs?: number;
+  /** How long one statement may take before it is given up. Default 10000 ms; `?statement_timeout=` (ms) wins. */
+  queryTimeoutMs?: number;
   /**
    * How long a session stays held by a holder that stopped renewing it (its process died or lost
    * the database); the handle renews it every third of this while held. 100 ms to 1 day; default 30000 ms.

@@ -1,3 +1,4 @@
+export { DEMO_QUESTIONS, demoModel } from "./demo-model.js";
 export type {
   FakeAnthropicReply,
   FakeAnthropicResponder,

@@ -106,24 +106,26 @@ export interface ToolResultInfo {
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
-interface ToolDefinitionBase {
+/** What every tool definition may set; `Args` is the type of the validated arguments. */
+interface ToolDefinitionBase<Args> {
   name: string;
   description: string;
   timeoutMs?: number;
   sequential?: boolean;
   loopBreaking?: Tool["loopBreaking"];
-  needsApproval?: Tool["needsApproval"];
+  /** See {@link Tool.needsApproval}; a predicate gets the arguments as `execute` does. */
+  needsApproval?: boolean | ((args: Args) => boolean);
   annotations?: ToolAnnotations;
 }
 
 /** A tool whose arguments are described by a zod schema (an object schema). */
-export interface ZodToolDefinition<S extends z.ZodType> extends ToolDefinitionBase {
+export interface ZodToolDefinition<S extends z.ZodType> extends ToolDefinitionBase<z.output<S>> {
   parameters: S;
   execute: (args: z.output<S>, context: ToolContext) => unknown;
 }
 
 /** A tool whose arguments are described by a JSON Schema object. */
-export interface JsonSchemaToolDefinition extends ToolDefinitionBase {
+export interface JsonSchemaToolDefinition extends ToolDefinitionBase<Record<string, unknown>> {
   parameters: JsonSchema;
   execute: (args: Record<string, unknown>, context: ToolContext) => unknown;
 }
@@ -193,7 +195,7 @@ function checkName(name: string): void {
 }
 
 function toolOf(
-  definition: ToolDefinitionBase & { execute: unknown },
+  definition: ToolDefinitionBase<never> & { execute: unknown },
   parameters: JsonSchema,
   validate: Tool["validate"],
 ): Tool {
@@ -204,7 +206,10 @@ function toolOf(
     ...(definition.timeoutMs !== undefined && { timeoutMs: definition.timeoutMs }),
     ...(definition.sequential !== undefined && { sequential: definition.sequential }),
     ...(definition.loopBreaking !== undefined && { loopBreaking: definition.loopBreaking }),
-    ...(definition.needsApproval !== undefined && { needsApproval: definition.needsApproval }),
+    // Like execute, needsApproval is called only with arguments the tool's schema validated.
+    ...(definition.needsApproval !== undefined && {
+      needsApproval: definition.needsApproval as Tool["needsApproval"],
+    }),
     ...(definition.annotations !== undefined && { annotations: definition.annotations }),
     validate,
     execute: definition.execute as Tool["execute"],

@@ -7,7 +7,7 @@ let loaded: Zod | undefined;
 
 /**
  * zod, loaded on first use rather than imported: it costs tens of milliseconds to load, which
- * `import("agentloop")` and the CLI's start must not pay when no JSON Schema is turned into a
+ * `import("agentloop-runtime")` and the CLI's start must not pay when no JSON Schema is turned into a
  * validator (a zod schema the caller passes brings its own methods). Loaded as the ES module the
  * caller's `import "zod"` gets (one instance, one schema registry); a Node.js that cannot
  * `require()` an ES module (before 22.12) gets zod's CommonJS build.
