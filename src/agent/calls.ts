@@ -6,7 +6,8 @@
 import type { AgentEvent, StopReason } from "../core/events.js";
 import { type ToolCall, type ToolMessage, trimmed } from "../core/messages.js";
 import type { PendingCalls, RunState } from "../core/run-state.js";
-import { type CallOutcome, type CallProgress, type PreparedCall, prepareCall } from "../tools/execute.js";
+import type { CallOutcome, CallProgress, PreparedCall } from "../tools/execute.js";
+import { prepareKept } from "./redact-reply.js";
 import { CONTINUE, circuitBreaker, type Next, type Run, type Sink } from "./run.js";
 import { answeredCalls, pendingCalls, sortResults } from "./state.js";
 import { recordCall, recordFailure, recordSuccess, repetitionWarning, tripped } from "./stop.js";
@@ -20,7 +21,7 @@ export function openCalls(state: RunState, run: Run): PreparedCall[] {
   const open: PreparedCall[] = [];
   for (let i = 0; i < calls.length; i++) {
     const call = calls[i] as ToolCall;
-    if (!done?.has(call.id)) open.push(prepareCall(call, i, run.tools));
+    if (!done?.has(call.id)) open.push(prepareKept(call, i, run));
   }
   return open;
 }
