@@ -272,6 +272,38 @@ describe("configured secrets the model writes", () => {
     expect(hits(readFileSync(file).toString("latin1"), KEY.slice(0, 9))).toBe(0);
   });
 
+  it("leave a run waiting for approval stored without them; resumed from that state, the tool runs with the arguments as stored", async () => {
+    const received: string[] = [];
+    const save = defineTool({
+      name: "save",
+      description: "Saves a text.",
+      parameters: z.object({ text: z.string() }),
+      needsApproval: true,
+      execute: ({ text }) => {
+        received.push(text);
+        return "saved";
+      },
+    });
+    const agent = new Agent({ model: leakyModel(), tools: [save], secrets: [KEY] });
+    const waiting = await agent.run("Save the key.");
+    expect(waiting.stopReason).toBe("approval_required");
+    expect(waiting.pendingApprovals).toEqual([{ id: "c1", name: "save", arguments: { text: "[REDACTED]" } }]);
+    const stored = JSON.parse(JSON.stringify(waiting.state));
+    expect(hits(JSON.stringify(stored), KEY.slice(0, 9))).toBe(0);
+    const resumed = await agent.resume(stored, { approve: "all" }).result;
+    expect(resumed.stopReason).toBe("final_answer");
+    expect(received).toEqual(["[REDACTED]"]);
+    // Approved in the run itself, the call runs with the arguments the model sent.
+    const asked: unknown[] = [];
+    const onApproval = (request: { arguments: Record<string, unknown> }) => {
+      asked.push(request.arguments);
+      return "approve" as const;
+    };
+    await new Agent({ model: leakyModel(), tools: [save], secrets: [KEY], onApproval }).run("Save the key.");
+    expect(asked).toEqual([{ text: "[REDACTED]" }]);
+    expect(received).toEqual(["[REDACTED]", KEY]);
+  });
+
   it("are not in --json stdout, plain stdout, the SQLite file or sessions show (agentloop run, real MCP server)", async () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), "agentloop-secrets-")));
     const saved = join(dir, "saved.txt");

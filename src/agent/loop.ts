@@ -77,7 +77,7 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           const text = pieces
             ? pieces[update.type === "text_delta" ? "text" : "thinking"].push(update.text)
             : update.text;
-          if (text === "") continue;
+          if (pieces && text === "") continue;
           event =
             update.type === "text_delta"
               ? { type: "message_delta", text, runId: state.runId }
