@@ -143,7 +143,8 @@ describe("agentloop with MCP servers from agentloop.json", () => {
       SSL_CERT_FILE: ca,
       npm_config_registry: "https://registry.invalid/",
       LANG: "C.UTF-8",
-      NAMED_API_KEY: "named-in-env",
+      // Passed, and a configured secret: what the model reads has it redacted.
+      NAMED_API_KEY: "[REDACTED]",
     });
     expect(Object.keys(seen).filter((name) => /KEY|TOKEN|_auth/i.test(name))).toEqual(["NAMED_API_KEY"]);
     expect(JSON.stringify(seen)).not.toMatch(/parent-key|parent-token|server-key/);

@@ -1,19 +1,28 @@
-import { mkdtempSync, realpathSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { redactSecrets } from "../src/core/redact.js";
 import { Agent, type AgentEvent, defineTool } from "../src/index.js";
+import { connectMcpServers } from "../src/mcp/index.js";
+import { createApp } from "../src/server/index.js";
+import { memoryStore, sqliteStore } from "../src/store/index.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { scriptedModel } from "../src/testing/index.js";
 import { runCli } from "./helpers.js";
+import { call } from "./support/mcp-helpers.js";
 
 const FILESYSTEM = fileURLToPath(
   new URL("../node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", import.meta.url),
 );
+const TEST_SERVER = fileURLToPath(new URL("./support/mcp-test-server.mjs", import.meta.url));
 const KEY = "sk-proj-Zq8uT1mW4xN7rB0cV3yH6kL9pS2dF5gJ";
+const MiB = 1024 * 1024;
 const SERVER_KEY = "agentloop-server-key-0123456789";
 
 let server: FakeOpenAIServer | undefined;
@@ -96,4 +105,242 @@ describe("redactSecrets", () => {
       "key [REDACTED] rejected",
     ]);
   });
+});
+
+/** How many times `needle` occurs in `text`. */
+const hits = (text: string, needle: string) => text.split(needle).length - 1;
+
+describe("megabytes on every path that redacts: cut first, redacted in linear time", () => {
+  it("a 1 MiB path before auth is refused at once, logged cut, without a prefix of the key at the cut", async () => {
+    const lines: string[] = [];
+    const { app } = createApp({
+      agents: { m: new Agent({ model: scriptedModel([]) }) },
+      apiKey: SERVER_KEY,
+      log: (line) => lines.push(line),
+    });
+    for (const path of [`/v1/${"a".repeat(MiB)}`, `/v1/${"b".repeat(190)}${SERVER_KEY}${"c".repeat(MiB)}`]) {
+      const res = await app.request(path);
+      expect(res.status).toBe(401);
+    }
+    expect(lines).toHaveLength(2);
+    for (const line of lines) {
+      expect(line.length).toBeLessThan(300);
+      expect(line).toMatch(/^GET \/v1\/[ab]+… 401 \d+ms$/);
+      expect(line).not.toContain(SERVER_KEY.slice(0, 6));
+    }
+  });
+
+  it("an unknown approval id of 1 MiB is echoed as a short prefix", async () => {
+    const write = defineTool({
+      name: "write_note",
+      description: "Writes the note.",
+      parameters: z.object({ text: z.string() }),
+      needsApproval: true,
+      execute: () => "saved",
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }] },
+    ]);
+    const { app } = createApp({
+      agents: { notes: new Agent({ model, tools: [write] }) },
+      store: memoryStore(),
+    });
+    const json = { "content-type": "application/json" };
+    const started = await app.request("/v1/chat/completions", {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ model: "notes", messages: [{ role: "user", content: "Save hi" }] }),
+    });
+    const { id } = (await started.json()) as { id: string };
+    const res = await app.request(`/v1/runs/${id}/approvals`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ approve: [`${"x".repeat(MiB)}`] }),
+    });
+    expect(res.status).toBe(400);
+    const { error } = (await res.json()) as { error: { message: string; code: string } };
+    expect(error.code).toBe("unknown_call");
+    expect(error.message).toBe(`No call '${"x".repeat(80)}…' waits for approval; waiting: w1 (write_note).`);
+  });
+
+  it("a 1 MiB error body of the model API becomes one short line (agentloop run)", async () => {
+    server = await startFakeOpenAIServer({
+      respond: [
+        { status: 400, body: JSON.stringify({ error: { message: `${"a".repeat(MiB)} ${KEY}` } }) },
+        { status: 404, headers: { "content-type": "text/html" }, body: `<title>${"<".repeat(MiB)}` },
+        { status: 404, headers: { "content-type": "text/html" }, body: "<title<h1".repeat(MiB / 9) },
+      ],
+    });
+    const env = { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: KEY };
+    const stderr: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const run = await runCli(["run", "go"], { env });
+      expect(run.code).toBe(5);
+      stderr.push(run.stderr);
+    }
+    expect(stderr[0]).toMatch(/^agentloop: model_error: Model API error \(HTTP 400\): a+…\n$/);
+    expect(stderr[0]?.length).toBeLessThan(1100);
+    expect(stderr.slice(1)).toEqual([
+      "agentloop: model_error: Model API error (HTTP 404): no title (an HTML page, probably from a proxy) (check the model id and the base URL)\n",
+      "agentloop: model_error: Model API error (HTTP 404): no title (an HTML page, probably from a proxy) (check the model id and the base URL)\n",
+    ]);
+  }, 60_000);
+
+  it("a 1 MiB error message of an MCP server is cut before it is redacted", async () => {
+    const failing = {
+      transport: async () => {
+        const [client, end] = InMemoryTransport.createLinkedPair();
+        const mcp = new Server({ name: "failing", version: "1.0.0" }, { capabilities: { tools: {} } });
+        mcp.setRequestHandler(ListToolsRequestSchema, () => ({
+          tools: [{ name: "fail", inputSchema: { type: "object" as const } }],
+        }));
+        mcp.setRequestHandler(CallToolRequestSchema, () => {
+          throw new McpError(-32603, `${"a".repeat(MiB)} Bearer ${KEY}`);
+        });
+        await mcp.connect(end);
+        return client;
+      },
+    };
+    const toolset = await connectMcpServers({ failing });
+    try {
+      const result = await call(toolset, "fail", {});
+      expect(result.isError).toBe(true);
+      expect(result.content).toMatch(
+        /^MCP server 'failing' could not run 'fail': (MCP error -32603: )+a+…\.$/,
+      );
+      expect(result.content.length).toBeLessThan(4100);
+    } finally {
+      await toolset.close();
+    }
+  });
+});
+
+describe("configured secrets the model writes", () => {
+  /** A model that puts `KEY` in a tool's arguments, then in its answer (streamed in 8-character deltas). */
+  function leakyModel() {
+    return scriptedModel([
+      { text: `Saving ${KEY} now.`, toolCalls: [{ id: "c1", name: "save", arguments: { text: KEY } }] },
+      { text: `Saved. The key is ${KEY}.`, thinking: `I should not repeat ${KEY}.` },
+    ]);
+  }
+
+  it("are not in events, the state, the store or the server's answers, while the tool gets them (library, server)", async () => {
+    const received: string[] = [];
+    const save = defineTool({
+      name: "save",
+      description: "Saves a text.",
+      parameters: z.object({ text: z.string() }),
+      execute: ({ text }) => {
+        received.push(text);
+        return "saved";
+      },
+    });
+    const events: AgentEvent[] = [];
+    const agent = new Agent({
+      model: leakyModel(),
+      tools: [save],
+      secrets: [KEY],
+      onEvent: (e) => events.push(e),
+    });
+    const result = await agent.run("Save the key.");
+    const handle = new Agent({ model: leakyModel(), tools: [save], secrets: [KEY] }).stream("Save the key.");
+    for await (const event of handle) events.push(event);
+    expect(received).toEqual([KEY, KEY]);
+    expect(result.text).toBe("Saved. The key is [REDACTED].");
+    const deltas = events.filter((e) => e.type === "message_delta").map((e) => e.text);
+    expect(deltas.join("")).toContain("Saving [REDACTED] now.");
+    const everything = JSON.stringify({ events, state: result.state, handle: (await handle.result).state });
+    expect(hits(everything, KEY.slice(0, 9))).toBe(0);
+    expect(events.find((e) => e.type === "tool_call")).toMatchObject({ arguments: { text: "[REDACTED]" } });
+
+    const dir = mkdtempSync(join(tmpdir(), "agentloop-secrets-"));
+    const file = join(dir, "a.db");
+    const store = await sqliteStore(file);
+    const served = new Agent({ model: leakyModel(), tools: [save], secrets: [KEY] });
+    const { app } = createApp({ agents: { m: served }, store });
+    const res = await app.request("/v1/chat/completions", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "Save the key." }] }),
+    });
+    const body = await res.text();
+    expect(res.status).toBe(200);
+    expect(body).toContain("Saved. The key is [REDACTED].");
+    await store.close();
+    expect(received).toEqual([KEY, KEY, KEY]);
+    expect(hits(body, KEY.slice(0, 9))).toBe(0);
+    expect(hits(readFileSync(file).toString("latin1"), KEY.slice(0, 9))).toBe(0);
+  });
+
+  it("leave a run waiting for approval stored without them; resumed from that state, the tool runs with the arguments as stored", async () => {
+    const received: string[] = [];
+    const save = defineTool({
+      name: "save",
+      description: "Saves a text.",
+      parameters: z.object({ text: z.string() }),
+      needsApproval: true,
+      execute: ({ text }) => {
+        received.push(text);
+        return "saved";
+      },
+    });
+    const agent = new Agent({ model: leakyModel(), tools: [save], secrets: [KEY] });
+    const waiting = await agent.run("Save the key.");
+    expect(waiting.stopReason).toBe("approval_required");
+    expect(waiting.pendingApprovals).toEqual([{ id: "c1", name: "save", arguments: { text: "[REDACTED]" } }]);
+    const stored = JSON.parse(JSON.stringify(waiting.state));
+    expect(hits(JSON.stringify(stored), KEY.slice(0, 9))).toBe(0);
+    const resumed = await agent.resume(stored, { approve: "all" }).result;
+    expect(resumed.stopReason).toBe("final_answer");
+    expect(received).toEqual(["[REDACTED]"]);
+    // Approved in the run itself, the call runs with the arguments the model sent.
+    const asked: unknown[] = [];
+    const onApproval = (request: { arguments: Record<string, unknown> }) => {
+      asked.push(request.arguments);
+      return "approve" as const;
+    };
+    await new Agent({ model: leakyModel(), tools: [save], secrets: [KEY], onApproval }).run("Save the key.");
+    expect(asked).toEqual([{ text: "[REDACTED]" }]);
+    expect(received).toEqual(["[REDACTED]", KEY]);
+  });
+
+  it("are not in --json stdout, plain stdout, the SQLite file or sessions show (agentloop run, real MCP server)", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "agentloop-secrets-")));
+    const saved = join(dir, "saved.txt");
+    const mcpServers = { notes: { command: process.execPath, args: [TEST_SERVER] } };
+    writeFileSync(join(dir, "agentloop.json"), JSON.stringify({ mcpServers }));
+    const script = [
+      { text: `Saving ${KEY}.`, toolCalls: [{ name: "save", arguments: { path: saved, text: KEY } }] },
+      { text: `Saved. The key is ${KEY}.` },
+    ];
+    server = await startFakeOpenAIServer({ respond: [...script, ...script] });
+    const env = { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: KEY, AGENTLOOP_DB: join(dir, "agentloop.db") };
+    const json = await runCli(["run", "--json", "--session", "s1", "Save the key."], { cwd: dir, env });
+    expect(json.code).toBe(0);
+    expect(readFileSync(saved, "utf8")).toBe(KEY);
+    const plain = await runCli(["run", "--session", "s2", "Save the key."], { cwd: dir, env });
+    expect(plain.code).toBe(0);
+    expect(plain.stdout).toBe("Saved. The key is [REDACTED].\n");
+    const show = await runCli(["sessions", "show", "s1", "--json"], { cwd: dir, env });
+    const shown = await runCli(["sessions", "show", "s2"], { cwd: dir, env });
+    expect(show.code).toBe(0);
+    expect(shown.stdout).toContain('→ save {"path":');
+    const events = json.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as AgentEvent);
+    expect(events.find((e) => e.type === "tool_call")).toMatchObject({ arguments: { text: "[REDACTED]" } });
+    const db = readFileSync(join(dir, "agentloop.db")).toString("latin1");
+    for (const text of [
+      json.stdout,
+      json.stderr,
+      plain.stdout,
+      plain.stderr,
+      show.stdout,
+      shown.stdout,
+      db,
+    ]) {
+      expect(hits(text, KEY.slice(0, 9))).toBe(0);
+    }
+  }, 60_000);
 });

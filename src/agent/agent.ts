@@ -3,7 +3,7 @@ import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
 import { newRunId } from "../core/ids.js";
 import { DEFAULT_MAX_MEDIA_BYTES, userMessage } from "../core/media.js";
 import type { UserInput } from "../core/messages.js";
-import { environmentSecrets, secretRedactor } from "../core/redact.js";
+import { environmentSecrets, type Redactor, secretRedactor } from "../core/redact.js";
 import { type LoopContext, loopContext } from "../memory/prune.js";
 import type { Model } from "../models/adapter.js";
 import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricing.js";
@@ -105,9 +105,13 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
   /** Tool calls of one iteration in flight at once. Default 8. */
   toolConcurrency?: number;
   /**
-   * Strings that must never appear in events, results or the history the model reads (API keys,
-   * tokens): each verbatim occurrence in a tool result, tool progress message or error message is
-   * replaced by `[REDACTED]`. Always added: the values of `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and
+   * Strings that must never appear in events, results, the run's state (what a store keeps) or the
+   * history the model reads (API keys, tokens): each verbatim occurrence in a model reply (its text,
+   * refusal, tool call arguments and unsigned thinking), a streamed delta, a tool result, a tool
+   * progress message or an error message is replaced by `[REDACTED]`. The tools still run with the
+   * arguments the model sent (a call resumed from a stored state runs with them as stored). Signed
+   * thinking (Anthropic's) is kept as it came: the provider refuses it changed. The run's input is
+   * not changed. Always added: the values of `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and
    * `AGENTLOOP_API_KEY` in the environment when the agent is created.
    */
   secrets?: readonly string[];
@@ -165,7 +169,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   private readonly model: Model;
   private readonly price: ModelPrice | undefined;
   private readonly context: LoopContext;
-  private readonly redact: ((text: string) => string) | undefined;
+  private readonly redact: Redactor | undefined;
   private readonly output: OutputSpec | undefined;
   /** The loop options of the runs with nothing of their own, made by the first. */
   private shared: LoopOptions | undefined;

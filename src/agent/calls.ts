@@ -6,7 +6,8 @@
 import type { AgentEvent, StopReason } from "../core/events.js";
 import { type AssistantMessage, type ToolCall, type ToolMessage, trimmed } from "../core/messages.js";
 import type { PendingCalls, RunState } from "../core/run-state.js";
-import { type CallOutcome, type CallProgress, type PreparedCall, prepareCall } from "../tools/execute.js";
+import type { CallOutcome, CallProgress, PreparedCall } from "../tools/execute.js";
+import { prepareKept } from "./redact-reply.js";
 import { CONTINUE, circuitBreaker, type Next, type Run, type Sink } from "./run.js";
 import { answeredCalls, pendingCalls, sortResults } from "./state.js";
 import { recordCall, recordFailure, recordSuccess, repetitionWarning, tripped } from "./stop.js";
@@ -26,7 +27,7 @@ export function openCalls(state: RunState, run: Run): PreparedCall[] {
   for (let i = 0; i < calls.length; i++) {
     const call = calls[i] as ToolCall;
     if (done?.has(call.id)) continue;
-    const prepared = prepareCall(call, i, run.tools);
+    const prepared = prepareKept(call, i, run);
     if (prepared.malformed) calls[i] = prepared.call = { ...call, invalid: prepared.error as string };
     open.push(prepared);
   }

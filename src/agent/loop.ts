@@ -24,6 +24,7 @@ import {
   iterationWarning,
   systemPrompt,
 } from "./prompt.js";
+import { redactReply, streamedPieces } from "./redact-reply.js";
 import { uniqueIds } from "./repair.js";
 import { CONTINUE, circuitBreaker, type Next, type Run, type Sink } from "./run.js";
 import { closePending, stopOutcome } from "./state.js";
@@ -70,16 +71,29 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
         let request = requestFor(state, run, system);
         if (request instanceof Promise) request = await request;
         let reply: ModelReply | ModelError | undefined;
+        // With secrets to redact, each delta shows what cannot be the start of one (the rest follows).
+        const pieces = sink.quiet ? undefined : streamedPieces(run.options.redact);
         for await (const update of run.options.model.stream(request, run.streamOptions)) {
           if (update.type === "done" || update.type === "error") {
             reply = update.type === "done" ? update.message : update.error;
             continue;
           }
           if (sink.quiet) continue;
+          const text = pieces
+            ? pieces[update.type === "text_delta" ? "text" : "thinking"].push(update.text)
+            : update.text;
+          if (pieces && text === "") continue;
           event =
             update.type === "text_delta"
-              ? { type: "message_delta", text: update.text, runId: state.runId }
-              : { type: "thinking", text: update.text, runId: state.runId };
+              ? { type: "message_delta", text, runId: state.runId }
+              : { type: "thinking", text, runId: state.runId };
+          sink.emit(event);
+          if (!sink.drained) yield event;
+        }
+        for (let i = 0; pieces && reply && "toolCalls" in reply && i < 2; i++) {
+          const text = (i === 0 ? pieces.thinking : pieces.text).end();
+          if (text === "") continue;
+          event = { type: i === 0 ? "thinking" : "message_delta", text, runId: state.runId };
           sink.emit(event);
           if (!sink.drained) yield event;
         }
@@ -201,7 +215,7 @@ function conclude(state: RunState, run: Run, next: Exclude<Next, { type: "contin
     s.stopReason = next.stopReason;
     closePending(s);
     if (next.error) {
-      const message = run.options.redact?.(next.error.message) ?? next.error.message;
+      const message = run.options.redact?.text(next.error.message) ?? next.error.message;
       s.error = { message, code: next.error.code };
     }
   }
@@ -277,11 +291,14 @@ function takeReply(
     };
     return { type: "stop", stopReason: "model_error", error: { message: error.message, code: error.code } };
   }
+  // Ids unique on arrival: approvals, results, resumes and the real arguments of a redacted call
+  // find a call by its id.
+  const unique = uniqueIds(reply.toolCalls);
+  if (unique) reply.toolCalls = unique;
+  if (run.options.redact) redactReply(reply, run.options.redact, run);
   if (run.options.price) reply.usage.costUsd = costOf(reply.usage, run.options.price);
   addUsage(state.usage, reply.usage);
-  const { content, refusal } = reply;
-  // Ids unique on arrival: approvals, results and resumes find a call by its id.
-  const toolCalls = uniqueIds(reply.toolCalls) ?? reply.toolCalls;
+  const { content, toolCalls, refusal } = reply;
   // Whole literals, not fields added one by one: object shapes V8 keeps for good.
   const assistant: AssistantMessage =
     toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content };

@@ -1,4 +1,5 @@
 import type { AgentEvent, StopReason } from "../core/events.js";
+import type { Redactor } from "../core/redact.js";
 import type { RunState } from "../core/run-state.js";
 import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/prune.js";
 import type { Model, ModelRequest, ToolSpec } from "../models/adapter.js";
@@ -41,8 +42,11 @@ export interface LoopOptions {
   output?: OutputSpec;
   /** The model's price, to count cost; required for a cost budget. */
   price?: ModelPrice;
-  /** Removes configured secrets from tool results, progress messages and error messages. */
-  redact?: (text: string) => string;
+  /**
+   * Removes configured secrets from all the run keeps and tells: replies (text, refusals, tool
+   * call arguments, unsigned thinking), streamed deltas, tool results, progress and error messages.
+   */
+  redact?: Redactor;
   /** Asks a person about a call that needs approval; without it such calls wait in the state. */
   onApproval?: (call: {
     id: string;
@@ -89,6 +93,12 @@ export interface Run extends ExecuteOptions {
   contextMemo: ContextMemo;
   /** The arguments of the last tool call the repetition guard saw in this process. */
   lastArguments: string | undefined;
+  /**
+   * By call id, the arguments as the model sent them of the calls kept with secrets redacted:
+   * what those tools run with, in this process only (a run resumed from its state runs them with
+   * the arguments as kept). Taken when the calls are prepared.
+   */
+  realArguments: Map<string, string> | undefined;
   startedAt: number;
   /** When the current iteration started in this process. */
   iterationStartedAt: number;
@@ -172,11 +182,12 @@ export function startRun(
     timeoutMs: options.toolTimeoutMs,
     maxResultChars: options.maxToolResultChars,
     maxMediaBytes: options.maxMediaBytes,
-    redact: options.redact,
+    redact: options.redact?.text,
     waiters: undefined,
     ownSignal,
     contextMemo: newContextMemo(),
     lastArguments: undefined,
+    realArguments: undefined,
     startedAt: now,
     iterationStartedAt: now,
   };

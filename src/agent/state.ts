@@ -7,6 +7,7 @@ import {
   type ToolCall,
   type ToolMessage,
 } from "../core/messages.js";
+import { echoed } from "../core/redact.js";
 import { RUN_STATE_VERSION, type RunState } from "../core/run-state.js";
 import { repairReply } from "./repair.js";
 
@@ -214,7 +215,10 @@ export function recordDecisions(
   for (const id of [...approve, ...deny]) {
     if (!ids.has(id)) {
       const names = waiting.map((call) => `${call.id} (${call.name})`).join(", ") || "none";
-      throw new AgentloopError("invalid_state", `No call '${id}' waits for approval; waiting: ${names}.`);
+      throw new AgentloopError(
+        "invalid_state",
+        `No call '${echoed(id)}' waits for approval; waiting: ${names}.`,
+      );
     }
   }
   const pending = state.pending as NonNullable<RunState["pending"]>;

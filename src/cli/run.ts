@@ -1,6 +1,7 @@
 import { Agent, type AgentOptions, type AnyAgent } from "../agent/agent.js";
 import type { Budget } from "../agent/prompt.js";
 import { AgentloopError } from "../core/errors.js";
+import { configSecrets } from "../mcp/config.js";
 import type { ElicitationHandler } from "../mcp/elicitation.js";
 import type { McpPromptInfo } from "../mcp/index.js";
 import type { Model } from "../models/adapter.js";
@@ -113,7 +114,13 @@ export function createAgent(
     budget: budgetOf(settings),
     ...(settings.prices && { prices: settings.prices }),
     ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
+    secrets: mcpSecrets(settings),
   });
+}
+
+/** The secrets of the configured MCP servers (their headers, secret env values, OAuth client secrets). */
+export function mcpSecrets(settings: Settings): string[] {
+  return Object.values(settings.mcpServers).flatMap(configSecrets);
 }
 
 function localTools(settings: Settings): Tool[] {

@@ -8,7 +8,7 @@ import type { SessionStore } from "../store/types.js";
 import type { CliFlags, Settings } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
 import { interruptible } from "./interrupt.js";
-import { settingsFrom, setupAgent } from "./run.js";
+import { mcpSecrets, settingsFrom, setupAgent } from "./run.js";
 import { describeStore, isPostgresUrl, leaseFromEnv, openStore } from "./store.js";
 
 export interface ServeFlags extends CliFlags {
@@ -164,9 +164,12 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     ...(keys.length > 0 && { keys }),
     ...(loopback && { allowedHosts: ["127.0.0.1", "localhost", "[::1]", urlHost(host)] }),
     corsOrigins,
-    secrets: [settings.apiKey, process.env.OPENAI_API_KEY, process.env.ANTHROPIC_API_KEY].filter(
-      (s): s is string => s !== undefined,
-    ),
+    secrets: [
+      settings.apiKey,
+      process.env.OPENAI_API_KEY,
+      process.env.ANTHROPIC_API_KEY,
+      ...mcpSecrets(settings),
+    ].filter((s): s is string => s !== undefined),
     log: (line) => process.stderr.write(`agentloop: ${line}\n`),
   });
   let http: Server;

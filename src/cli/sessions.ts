@@ -5,6 +5,8 @@ import { inCallOrder } from "../agent/state.js";
 import { AgentloopError } from "../core/errors.js";
 import { describeMedia } from "../core/media.js";
 import type { MediaPart, Message } from "../core/messages.js";
+import { environmentSecrets, secretRedactor } from "../core/redact.js";
+import { configSecrets } from "../mcp/config.js";
 import type { SessionStore, SessionSummary } from "../store/types.js";
 import { dbSetting, loadConfigFile } from "./config.js";
 import { checkSessionId, storeFailure } from "./session-run.js";
@@ -17,24 +19,33 @@ export interface SessionsFlags {
   includeMedia?: boolean;
 }
 
-/** The store the settings name, or undefined when its file does not exist yet. */
-async function existingStore(flags: SessionsFlags): Promise<SessionStore | undefined> {
+/**
+ * The store the settings name (undefined when its file does not exist yet), and what redacts the
+ * configured secrets (the environment's keys, the MCP servers') from what is printed: a store
+ * written before they were redacted may hold them.
+ */
+async function existingStore(
+  flags: SessionsFlags,
+): Promise<{ store: SessionStore | undefined; redact: (json: string) => string }> {
   // Its notes are about MCP servers, which these commands do not start: `run` and `tools` print them.
   const { config, name } = await loadConfigFile(flags.config);
+  const secrets = [...environmentSecrets(), ...Object.values(config.mcpServers ?? {}).flatMap(configSecrets)];
+  const redactor = secretRedactor(secrets);
+  const redact = redactor ? redactor.json : (json: string) => json;
   const db = dbSetting(process.env, config, name);
-  if (!isPostgresUrl(db.location) && !existsSync(resolve(db.location))) return undefined;
-  return openStore({ db });
+  if (!isPostgresUrl(db.location) && !existsSync(resolve(db.location))) return { store: undefined, redact };
+  return { store: await openStore({ db }), redact };
 }
 
 async function withStore<T>(
   flags: SessionsFlags,
   id: string | undefined,
-  use: (store: SessionStore | undefined) => Promise<T>,
+  use: (store: SessionStore | undefined, redact: (text: string) => string) => Promise<T>,
 ): Promise<T> {
   if (id !== undefined) checkSessionId(id, "invalid session id");
-  const store = await existingStore(flags);
+  const { store, redact } = await existingStore(flags);
   try {
-    return await use(store);
+    return await use(store, redact);
   } catch (error) {
     throw storeFailure(error, id ?? "");
   } finally {
@@ -98,19 +109,23 @@ export async function listSessions(flags: SessionsFlags): Promise<number> {
  * `--include-media` asks for the data.
  */
 export async function showSession(id: string, flags: SessionsFlags): Promise<number> {
-  const stored = await withStore(flags, id, async (store) => store?.read(id));
-  if (!stored) throw noSession(id);
+  const read = await withStore(flags, id, async (store, redact) => {
+    const stored = await store?.read(id);
+    return stored && { stored, redact };
+  });
+  if (!read) throw noSession(id);
+  const { stored, redact } = read;
   const messages = inCallOrder(stored.messages);
   if (flags.json) {
     const shown = flags.includeMedia ? messages : messages.map(withPlaceholders);
-    process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
+    process.stdout.write(`${redact(JSON.stringify(shown, null, 2))}\n`);
     return 0;
   }
   const { summary } = stored;
   process.stdout.write(
     `# session ${id} · ${summary.messageCount} messages · ${statusText(summary)} · updated ${when(summary.updatedAt)}\n`,
   );
-  for (const message of messages) process.stdout.write(`${transcriptLines(message)}\n`);
+  for (const message of messages) process.stdout.write(`${redact(transcriptLines(message))}\n`);
   return 0;
 }
 

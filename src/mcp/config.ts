@@ -118,3 +118,26 @@ export function isStdioConfig(config: McpServerConfig): config is McpStdioServer
 export function isHttpConfig(config: McpServerConfig): config is McpHttpServerConfig {
   return "url" in config;
 }
+
+/**
+ * The secrets of a server entry, to redact wherever text leaves the process: its header values
+ * (and the credential after a scheme such as `Bearer`), the values of its `env` variables whose
+ * names say key, token, secret, pass, auth or credential, and its OAuth client secret.
+ */
+export function configSecrets(config: McpServerConfig): string[] {
+  const { env, headers, oauth } = config as {
+    env?: Record<string, string>;
+    headers?: Record<string, string>;
+    oauth?: { clientSecret?: string };
+  };
+  const secrets: string[] = [];
+  for (const value of Object.values(headers ?? {})) {
+    secrets.push(value);
+    const credential = /^\s*[A-Za-z][\w-]*\s+(\S+)\s*$/.exec(value)?.[1];
+    if (credential) secrets.push(credential);
+  }
+  for (const [name, value] of Object.entries(env ?? {}))
+    if (/key|token|secret|pass|auth|credential/i.test(name)) secrets.push(value);
+  if (oauth?.clientSecret) secrets.push(oauth.clientSecret);
+  return secrets;
+}

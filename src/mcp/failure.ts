@@ -5,7 +5,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../core/errors.js";
 import { redactSecrets } from "../core/redact.js";
-import { isHttpConfig, isStdioConfig, type McpServerConfig } from "./config.js";
+import { configSecrets, isHttpConfig, isStdioConfig, type McpServerConfig } from "./config.js";
 import { formatSize } from "./result.js";
 import { MAX_STDIO_MESSAGE_BYTES, StdioTransport } from "./stdio.js";
 
@@ -63,21 +63,12 @@ export function startup<T>(work: Promise<T>, ms: number, signal: AbortSignal | u
   });
 }
 
-/** `text` with the config's header values and secret-looking env values (keys, tokens, passwords) hidden. */
+/** Longest reason kept (an error a server sends may be megabytes): cut before it is redacted. */
+const MAX_REASON_CHARS = 4000;
+
+/** `text`, cut to `MAX_REASON_CHARS`, with the config's secrets (`configSecrets`) and credentials hidden. */
 export function redactConfig(config: McpServerConfig, text: string): string {
-  const { env, headers, oauth } = config as {
-    env?: Record<string, string>;
-    headers?: Record<string, string>;
-    oauth?: { clientSecret?: string };
-  };
-  const secretEnv = Object.entries(env ?? {}).filter(([key]) =>
-    /key|token|secret|pass|auth|credential/i.test(key),
-  );
-  return redactSecrets(text, [
-    oauth?.clientSecret,
-    ...Object.values(headers ?? {}),
-    ...secretEnv.map(([, value]) => value),
-  ]);
+  return redactSecrets(text, configSecrets(config), MAX_REASON_CHARS);
 }
 
 export interface FailureContext {
@@ -231,7 +222,7 @@ function errorCode(error: unknown): string | undefined {
     current = cause ?? (Array.isArray(errors) ? errors[0] : undefined);
   }
   if (error instanceof SseError)
-    return /\b(E[A-Z]{3,}|(?:CERT|UNABLE_TO|SELF_SIGNED)_[A-Z_]+)\b/.exec(error.message)?.[1];
+    return /\b(E[A-Z]{3,}|(?:CERT|UNABLE_TO|SELF_SIGNED)_[A-Z_]+)\b/.exec(error.message.slice(0, 1000))?.[1];
   return undefined;
 }
 

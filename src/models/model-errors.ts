@@ -1,4 +1,4 @@
-import { redactSecrets } from "../core/redact.js";
+import { cutBefore, redactSecrets } from "../core/redact.js";
 import type { ModelError } from "./adapter.js";
 
 /**
@@ -126,8 +126,10 @@ export function modelError(
   secrets: readonly (string | null | undefined)[],
   status?: number,
 ): ModelError {
-  let text = redactSecrets(message.replace(/\s+/g, " ").trim(), secrets);
-  if (text.length > MAX_MESSAGE_LENGTH) text = `${text.slice(0, MAX_MESSAGE_LENGTH - 3)}...`;
+  // Cut before anything reads the whole text: an error body may be megabytes. Redaction cuts again
+  // to the limit, never splitting a secret, and marks the cut with "…".
+  const head = cutBefore(message, 4 * MAX_MESSAGE_LENGTH, secrets);
+  const text = redactSecrets(head.replace(/\s+/g, " ").trim(), secrets, MAX_MESSAGE_LENGTH);
   return status === undefined ? { code, message: text } : { code, message: text, status };
 }
 
@@ -161,10 +163,10 @@ export function isHtml(body: string, contentType?: string | null): boolean {
 
 /** The title (else first heading) of an HTML page, tags and entities removed, a leading status code dropped. */
 export function htmlTitle(html: string): string | undefined {
-  const match = /<title[^>]*>([\s\S]*?)<\/title>/i.exec(html) ?? /<h1[^>]*>([\s\S]*?)<\/h1>/i.exec(html);
-  if (!match?.[1]) return undefined;
-  const text = match[1]
-    .replace(/<[^>]*>/g, " ")
+  const title = element(html, "title") ?? element(html, "h1");
+  if (!title) return undefined;
+  const text = title
+    .replace(/<[^<>]*>/g, " ")
     .replace(/&(#\d+|[a-z]+);/gi, (all, name: string) =>
       name.startsWith("#")
         ? String.fromCharCode(Number(name.slice(1)))
@@ -174,6 +176,20 @@ export function htmlTitle(html: string): string | undefined {
     .replace(/^\d{3}\b[\s:.-]*/, "")
     .trim();
   return text ? text.slice(0, 200) : undefined;
+}
+
+/**
+ * The inside of the first `<tag ...>...</tag>` of a page, or undefined. Linear in the page's
+ * length (an error body may be megabytes of anything): one opening tag, one search for its end.
+ */
+function element(html: string, tag: "title" | "h1"): string | undefined {
+  const open = (tag === "title" ? /<title[^<>]*>/i : /<h1[^<>]*>/i).exec(html);
+  if (!open) return undefined;
+  const start = open.index + open[0].length;
+  const close = tag === "title" ? /<\/title>/gi : /<\/h1>/gi;
+  close.lastIndex = start;
+  const end = close.exec(html);
+  return end ? html.slice(start, end.index) : undefined;
 }
 
 /**

@@ -2,10 +2,10 @@ import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { secureHeaders } from "hono/secure-headers";
 import type { AnyAgent } from "../agent/agent.js";
-import { redactSecrets } from "../core/redact.js";
+import { echoed, redactSecrets } from "../core/redact.js";
 import type { SessionStore } from "../store/types.js";
 import { type ChatDeps, chatCompletions } from "./chat.js";
-import { errorResponse, unexpectedErrorResponse } from "./errors.js";
+import { errorResponse, MAX_SHOWN_CHARS, type Redact, unexpectedErrorResponse } from "./errors.js";
 import { type AcceptedKey, acceptedKey, bearerKey, hostGuard, jsonBody, originGuard } from "./guards.js";
 import { Metrics } from "./metrics.js";
 import { resumeOrphans } from "./orphans.js";
@@ -123,7 +123,7 @@ export function createApp(options: ServerOptions): AgentServer {
   const runs = new RunTracker();
   const metrics = new Metrics(() => runs.size);
   const secrets = [options.apiKey, ...(options.secrets ?? [])];
-  const redact = (text: string) => redactSecrets(text, secrets);
+  const redact: Redact = (text, max = MAX_SHOWN_CHARS) => redactSecrets(text, secrets, max);
   let draining = false;
   const store = options.store && measuredStore(options.store, metrics);
   const keys = acceptedKeys(options);
@@ -198,7 +198,9 @@ export function createApp(options: ServerOptions): AgentServer {
   app.get("/v1/models/:id{.+}", (c) => {
     const id = c.req.param("id");
     if (ids.includes(id)) return c.json(model(id));
-    return errorResponse(404, `The model '${id}' does not exist.`, "model_not_found", { param: "model" });
+    return errorResponse(404, `The model '${echoed(id)}' does not exist.`, "model_not_found", {
+      param: "model",
+    });
   });
 
   const limit = bodyLimit({

@@ -5,6 +5,7 @@ import type { RunHandle } from "../agent/handle.js";
 import type { Session } from "../agent/session.js";
 import { AgentloopError } from "../core/errors.js";
 import type { Message } from "../core/messages.js";
+import { echoed } from "../core/redact.js";
 import { SESSION_ID_PATTERN, type SessionStore } from "../store/types.js";
 import { errorResponse } from "./errors.js";
 import { chatRequestSchema, describeRequestIssue, toRunInput } from "./openai-compat.js";
@@ -28,7 +29,7 @@ export function agentFor(deps: ChatDeps, requested: string | undefined): [string
   // Own properties only: `constructor` or `__proto__` is an unknown model, not Object's.
   const agent = Object.hasOwn(deps.agents, model) ? deps.agents[model] : undefined;
   if (agent) return [model, agent];
-  const message = `The model '${model}' does not exist: GET /v1/models lists the served agents.`;
+  const message = `The model '${echoed(model)}' does not exist: GET /v1/models lists the served agents.`;
   return errorResponse(404, message, "model_not_found", { param: "model" });
 }
 

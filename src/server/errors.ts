@@ -24,8 +24,14 @@ const TYPES: Record<ErrorStatus, string> = {
   503: "server_error",
 };
 
-/** Removes the server's secrets (API keys) from a text before it leaves the process. */
-export type Redact = (text: string) => string;
+/**
+ * Removes the server's secrets (API keys) from a text before it leaves the process, first cut to
+ * `max` characters (default `MAX_SHOWN_CHARS`) without splitting a secret.
+ */
+export type Redact = (text: string, max?: number) => string;
+
+/** Longest text the server shows of anything it did not write itself (an error, a log detail). */
+export const MAX_SHOWN_CHARS = 4000;
 
 /**
  * The one place that turns a failure into an HTTP status and an OpenAI error body. Messages

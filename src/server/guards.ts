@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
+import { echoed } from "../core/redact.js";
 import { errorResponse } from "./errors.js";
 import type { ServerEnv } from "./request-log.js";
 
@@ -17,7 +18,7 @@ export function hostGuard(hosts: readonly string[]): MiddlewareHandler {
   return async (c, next) => {
     const host = new URL(c.req.url).hostname;
     if (allowed.has(host)) return next();
-    const message = `Host '${host}' is not allowed: this server answers requests for ${list} (a reverse proxy must send one of them as Host).`;
+    const message = `Host '${echoed(host)}' is not allowed: this server answers requests for ${list} (a reverse proxy must send one of them as Host).`;
     return errorResponse(403, message, "host_not_allowed");
   };
 }

@@ -10,6 +10,7 @@ import type {
   ToolCall,
   UserInput,
 } from "../core/messages.js";
+import { echoed } from "../core/redact.js";
 
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
 /** OpenAI's image part; `detail` is accepted and left to the provider's default. */
@@ -131,7 +132,7 @@ export function toRunInput(request: ChatRequest): RunInput | RequestProblem {
     if (m.role === "tool") {
       const name = callNames.get(m.tool_call_id);
       if (name === undefined || !unanswered.delete(m.tool_call_id)) {
-        const message = `${param}: no assistant tool call with id '${m.tool_call_id}' is waiting for this tool message.`;
+        const message = `${param}: no assistant tool call with id '${echoed(m.tool_call_id)}' is waiting for this tool message.`;
         return { message, param };
       }
       history.push({
@@ -144,7 +145,7 @@ export function toRunInput(request: ChatRequest): RunInput | RequestProblem {
       continue;
     }
     if (unanswered.size > 0) {
-      const ids = [...unanswered].join("', '");
+      const ids = echoed([...unanswered].join("', '"), 300);
       return { message: `${param}: the tool calls '${ids}' have no tool message before it.`, param };
     }
     if (m.role === "user") {

@@ -57,11 +57,18 @@ export class RequestLogEntry {
  */
 export type ServerEnv = { Variables: { log?: RequestLogEntry; owner?: string } };
 
+/** Longest path a log line shows (a request may send megabytes before it is refused). */
+const MAX_PATH_CHARS = 200;
+
 /** The middleware that gives each request its `log` entry (read with `c.get("log")`). */
 export function requestLog(write: (line: string) => void, redact: Redact): MiddlewareHandler<ServerEnv> {
   return async (c, next) => {
     // The raw (percent-encoded) path: a decoded one could break the line with a newline.
-    const entry = new RequestLogEntry(c.req.method, redact(new URL(c.req.url).pathname), write);
+    const entry = new RequestLogEntry(
+      c.req.method,
+      redact(new URL(c.req.url).pathname, MAX_PATH_CHARS),
+      write,
+    );
     c.set("log", entry);
     await next();
     entry.respond(c.res.status);

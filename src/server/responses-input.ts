@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AgentloopError } from "../core/errors.js";
 import { DEFAULT_MAX_MEDIA_BYTES, imagePart } from "../core/media.js";
 import type { AssistantMessage, ImageInput, MediaPart, Message, UserInput } from "../core/messages.js";
+import { echoed } from "../core/redact.js";
 import { describeRequestIssue, type RequestProblem, type RunInput } from "./openai-compat.js";
 
 const part = z.object({ type: z.string() }).loose();
@@ -85,7 +86,7 @@ export function toResponsesRunInput(request: ResponsesRequest): RunInput | Reque
       const name = callNames.get(id);
       if (name === undefined || !unanswered.delete(id)) {
         return {
-          message: `${param}: no function_call with call_id '${id}' is waiting for this output.`,
+          message: `${param}: no function_call with call_id '${echoed(id)}' is waiting for this output.`,
           param,
         };
       }
@@ -171,6 +172,6 @@ function inputImages(value: z.infer<typeof content>, param: string): MediaPart[]
 }
 
 function unansweredProblem(calls: ReadonlySet<string>, param: string): RequestProblem {
-  const ids = [...calls].join("', '");
+  const ids = echoed([...calls].join("', '"), 300);
   return { message: `${param}: the function calls '${ids}' have no function_call_output before it.`, param };
 }

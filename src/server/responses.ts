@@ -4,6 +4,7 @@ import type { RunHandle } from "../agent/handle.js";
 import type { Session } from "../agent/session.js";
 import { inCallOrder } from "../agent/state.js";
 import type { Message } from "../core/messages.js";
+import { echoed } from "../core/redact.js";
 import { SESSION_ID_PATTERN, type SessionStore } from "../store/types.js";
 import { agentFor, type ChatDeps, refuseInterrupted } from "./chat.js";
 import { errorResponse } from "./errors.js";
@@ -26,7 +27,7 @@ async function conversationOf(store: SessionStore, responseId: string): Promise<
   const sessionId = await store.sessionOfRun(responseId);
   const stored = sessionId === undefined ? undefined : await store.read(sessionId);
   if (!stored) {
-    const message = `Previous response with id '${responseId.slice(0, 300)}' not found: it must be the id of a response this server stored.`;
+    const message = `Previous response with id '${echoed(responseId)}' not found: it must be the id of a response this server stored.`;
     return errorResponse(404, message, "previous_response_not_found", { param: PREVIOUS });
   }
   const last = stored.lastRun;

@@ -4,6 +4,7 @@ import type { RunHandle } from "../agent/handle.js";
 import { checkRunState, inCallOrder, type RunState, waitingApprovals } from "../agent/state.js";
 import { AgentloopError } from "../core/errors.js";
 import type { PendingApproval } from "../core/events.js";
+import { echoed } from "../core/redact.js";
 import { agentFor, type ChatDeps } from "./chat.js";
 import { errorResponse } from "./errors.js";
 import { describeRequestIssue } from "./openai-compat.js";
@@ -49,7 +50,7 @@ function standing(state: RunState, sessionId: string): string {
 const runNotFound = (runId: string) =>
   errorResponse(
     404,
-    `No run '${runId.slice(0, 300)}' is stored here: a run id is the \`id\` of a chat completion answered by a server with this store.`,
+    `No run '${echoed(runId)}' is stored here: a run id is the \`id\` of a chat completion answered by a server with this store.`,
     "run_not_found",
   );
 

@@ -3,9 +3,11 @@
 // `busy` (starts a grandchild that shares its stdout and stderr, reports both pids as a progress
 // message, then never answers), `hang` (never answers), `ask` (sends `elicitation/create` with the
 // given message and form, as given, and returns the answer as JSON), `roots` (the client's
-// `roots/list`, as JSON), `flood` (reports progress 1 to `count` of `count`, then answers "done").
+// `roots/list`, as JSON), `flood` (reports progress 1 to `count` of `count`, then answers "done"),
+// `save` (writes `text` to the file `path` and says how many characters).
 // With --ignore-sigterm it, and the grandchild `busy` starts, ignore SIGTERM and stdin's end.
 import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { ElicitResultSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -76,6 +78,15 @@ server.registerTool(
       ElicitResultSchema,
     );
     return text(JSON.stringify(answer));
+  },
+);
+
+server.registerTool(
+  "save",
+  { description: "Writes a text to a file.", inputSchema: { path: z.string(), text: z.string() } },
+  ({ path, text: content }) => {
+    writeFileSync(path, content);
+    return text(`saved ${content.length} characters`);
   },
 );
 
