@@ -90,7 +90,7 @@ describe("agentloop chat in a terminal", () => {
     );
     expect(lines.slice(2, 4)).toEqual([
       "Let me",
-      "(stopped after the 0.5 s time limit (--timeout); raise --timeout to allow more)",
+      "(aborted: stopped after the 0.5 s time limit (--timeout); raise --timeout to allow more)",
     ]);
     expect(lines[4]).toMatch(/^\(aborted · 1 iteration · /);
   });

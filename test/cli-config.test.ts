@@ -91,7 +91,7 @@ describe("--timeout", () => {
     expect(run.code).toBe(130);
     // The limit is named (a person's Ctrl+C says "aborted").
     expect(run.stderr).toBe(
-      "agentloop: stopped after the 0.001 s time limit (--timeout); raise --timeout to allow more\n",
+      "agentloop: aborted: stopped after the 0.001 s time limit (--timeout); raise --timeout to allow more\n",
     );
   });
 });

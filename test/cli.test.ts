@@ -172,7 +172,7 @@ describe("agentloop run against an OpenAI-compatible server", () => {
     const run = await runCli(["run", "--timeout", "0.3", "hi"], { env });
     expect(run.code).toBe(130);
     expect(run.stderr).toBe(
-      "agentloop: stopped after the 0.3 s time limit (--timeout); raise --timeout to allow more\n",
+      "agentloop: aborted: stopped after the 0.3 s time limit (--timeout); raise --timeout to allow more\n",
     );
   });
 

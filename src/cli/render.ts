@@ -114,7 +114,7 @@ export function seconds(ms: number): string {
 
 /** The stderr line of a run the time limit stopped (in place of the "aborted" of a person's Ctrl+C). */
 export const timeLimitLine = (limitMs: number) =>
-  `agentloop: stopped after the ${limitMs / 1000} s time limit (--timeout); raise --timeout to allow more`;
+  `agentloop: aborted: stopped after the ${limitMs / 1000} s time limit (--timeout); raise --timeout to allow more`;
 
 /**
  * The closing line of a run with progress shown (`--verbose`, or stderr a terminal): how it
