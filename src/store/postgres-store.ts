@@ -1,5 +1,5 @@
 import type { Pool, PoolClient, QueryConfig } from "pg";
-import { newHolder } from "./holder.js";
+import { describeHolder, newHolder, parseHolder } from "./holder.js";
 import { type ConnectionLimits, readConnection, transient } from "./postgres-connection.js";
 import { busy, type Row, SUMMARY, stored, summary } from "./postgres-rows.js";
 import { migrate } from "./postgres-schema.js";
@@ -12,7 +12,13 @@ import {
   runOfOtherSession,
   storeClosed,
 } from "./shared.js";
-import { type SessionHandle, type SessionStore, type StoredSession, StoreError } from "./types.js";
+import {
+  type SessionHandle,
+  type SessionStore,
+  type StoredSession,
+  StoreError,
+  type TakeOver,
+} from "./types.js";
 
 export interface PostgresStoreOptions extends ConnectionLimits {
   /**
@@ -136,7 +142,7 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
       if (left > 0) fence = setTimeout(checkFence, left).unref();
       else
         loseIt(
-          "this process could not renew its lease in time (it was cut off from the store), so it stopped its run before the lease ran out",
+          "this process could not renew its lease in time (it was cut off from the store, or paused), so it gave the session up before the lease ran out",
         );
     };
     let fence = setTimeout(checkFence, heldUntil - performance.now()).unref();
@@ -283,7 +289,7 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
   }
 
   return {
-    async acquire(sessionId) {
+    async acquire(sessionId, options) {
       if (closed) throw storeClosed();
       checkSessionId(sessionId);
       const holder = JSON.stringify(newHolder());
@@ -299,7 +305,7 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
           .rows[0];
         if (row === undefined)
           throw new StoreError("store_error", `session '${sessionId}' vanished while acquired: try again`);
-        if (row.held && row.holder !== abandoned.get(sessionId)) throw busy(sessionId, row);
+        if (row.held && row.holder !== abandoned.get(sessionId)) takeOver(sessionId, row, options);
         await client.query(
           `UPDATE agentloop_sessions SET holder = $2, lease_until = ${LEASE} WHERE id = $1`,
           [sessionId, holder, leaseMs],
@@ -350,14 +356,14 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
       return rows[0]?.session_id;
     },
 
-    async remove(sessionId) {
+    async remove(sessionId, options) {
       if (closed) throw storeClosed();
       checkSessionId(sessionId);
       return transaction(async (client) => {
         const row = (await client.query<Row>(`${SUMMARY} WHERE s.id = $1 FOR UPDATE OF s`, [sessionId]))
           .rows[0];
         if (row === undefined) return false;
-        if (row.held) throw busy(sessionId, row);
+        if (row.held) takeOver(sessionId, row, options);
         await client.query("DELETE FROM agentloop_messages WHERE session_id = $1", [sessionId]);
         await client.query("DELETE FROM agentloop_runs WHERE session_id = $1", [sessionId]);
         await client.query("DELETE FROM agentloop_sessions WHERE id = $1", [sessionId]);
@@ -393,5 +399,12 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
  * session up: time for its run to stop, and for clocks that run at slightly different rates.
  */
 const fenceMargin = (leaseMs: number) => Math.min(leaseMs / 5, 5_000);
+/** A held session is refused, or taken over when forced (the caller told who held it). */
+function takeOver(sessionId: string, row: Row, options: TakeOver | undefined): void {
+  if (!options?.force) throw busy(sessionId, row);
+  const holder = row.holder === null ? undefined : parseHolder(row.holder);
+  options.onTakeOver?.(holder ? describeHolder(holder) : "another process");
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const backoff = (attempt: number) => Math.min(100 * 2 ** attempt, 2_000);

@@ -22,6 +22,7 @@ import {
   type SessionSummary,
   type StoredSession,
   StoreError,
+  type TakeOver,
 } from "./types.js";
 
 export interface SqliteStoreOptions {
@@ -184,6 +185,12 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
     );
   }
 
+  /** A live holder's session is refused, or taken over when forced (the caller told who held it). */
+  function takeOver(sessionId: string, live: Holder, options: TakeOver | undefined): void {
+    if (!options?.force) throw busy(sessionId, live);
+    options.onTakeOver?.(describeHolder(live));
+  }
+
   function handleFor(sessionId: string, session: StoredSession, holder: string): SessionHandle {
     const held = { sessionId, holder };
     handles.add(held);
@@ -222,14 +229,14 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
   }
 
   return {
-    acquire: (sessionId) =>
+    acquire: (sessionId, options) =>
       use(() => {
         checkSessionId(sessionId);
         const holder = JSON.stringify(newHolder());
         const session = transaction(db, () => {
           const row = q.summary.get(sessionId);
           const live = row && liveHolder(row);
-          if (live) throw busy(sessionId, live);
+          if (live) takeOver(sessionId, live, options);
           if (row) {
             q.setHolder.run(holder, sessionId);
             return stored(row, false);
@@ -271,14 +278,14 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
         return row === undefined ? undefined : String(row.session_id);
       }),
 
-    remove: (sessionId) =>
+    remove: (sessionId, options) =>
       use(() => {
         checkSessionId(sessionId);
         return transaction(db, () => {
           const row = q.summary.get(sessionId);
           if (row === undefined) return false;
           const live = liveHolder(row);
-          if (live) throw busy(sessionId, live);
+          if (live) takeOver(sessionId, live, options);
           q.deleteMessages.run(sessionId);
           q.deleteRuns.run(sessionId);
           q.deleteSession.run(sessionId);

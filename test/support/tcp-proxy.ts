@@ -25,7 +25,7 @@ export async function startProxy(target: string): Promise<TcpProxy> {
   const held = new Map<Socket, Buffer[]>();
   let cut = false;
   const forward = (from: Socket, to: Socket) => {
-    from.on("data", (chunk) => {
+    from.on("data", (chunk: Buffer) => {
       if (!cut) return void to.write(chunk);
       const queue = held.get(to) ?? [];
       queue.push(chunk);
