@@ -7,7 +7,7 @@ import { describeMedia } from "../core/media.js";
 import type { MediaPart, Message } from "../core/messages.js";
 import type { SessionStore, SessionSummary } from "../store/types.js";
 import { dbSetting, loadConfigFile } from "./config.js";
-import { checkSessionId, storeFailure } from "./session-run.js";
+import { checkSessionId, forcing, storeFailure } from "./session-run.js";
 import { isPostgresUrl, openStore } from "./store.js";
 
 export interface SessionsFlags {
@@ -15,24 +15,28 @@ export interface SessionsFlags {
   json?: boolean;
   /** `show --json`: images as stored, not placeholders. */
   includeMedia?: boolean;
+  /** `rm`: even while a process that looks alive holds it. */
+  force?: boolean;
 }
 
 /** The store the settings name, or undefined when its file does not exist yet. */
-async function existingStore(flags: SessionsFlags): Promise<SessionStore | undefined> {
+async function existingStore(flags: SessionsFlags, reading: boolean): Promise<SessionStore | undefined> {
   const { config, name, notes } = await loadConfigFile(flags.config);
   for (const note of notes) process.stderr.write(`agentloop: note: ${note}\n`);
   const db = dbSetting(process.env, config, name);
   if (!isPostgresUrl(db.location) && !existsSync(resolve(db.location))) return undefined;
-  return openStore({ db });
+  return openStore({ db }, { reading });
 }
 
+/** `reading`: the command only reads, so a store it may not write is opened read-only. */
 async function withStore<T>(
   flags: SessionsFlags,
   id: string | undefined,
   use: (store: SessionStore | undefined) => Promise<T>,
+  reading = true,
 ): Promise<T> {
   if (id !== undefined) checkSessionId(id, "invalid session id");
-  const store = await existingStore(flags);
+  const store = await existingStore(flags, reading);
   try {
     return await use(store);
   } catch (error) {
@@ -148,7 +152,13 @@ function transcriptLines(message: Message): string {
 
 /** `agentloop sessions rm <id>`: the session and its runs. */
 export async function removeSession(id: string, flags: SessionsFlags): Promise<number> {
-  const removed = await withStore(flags, id, async (store) => (store ? store.remove(id) : false));
+  const options = flags.force ? forcing(id, "removes it") : undefined;
+  const removed = await withStore(
+    flags,
+    id,
+    async (store) => (store ? store.remove(id, options) : false),
+    false,
+  );
   if (!removed) throw noSession(id);
   process.stdout.write(flags.json ? `${JSON.stringify({ removed: id })}\n` : `Removed session '${id}'.\n`);
   return 0;

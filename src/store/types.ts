@@ -144,11 +144,14 @@ export type StoreErrorCode =
 /** The one error every store rejects with; `message` is one line naming the problem and the fix. */
 export class StoreError extends Error {
   override readonly name = "StoreError";
+  /** `session_busy`: who holds the session, as a person reads it ("process 4242 on build-7"), when known. */
+  readonly holder?: string;
   constructor(
     readonly code: StoreErrorCode,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; holder?: string },
   ) {
     super(message, options);
+    if (options?.holder !== undefined) this.holder = options.holder;
   }
 }
