@@ -23,7 +23,9 @@ import {
 export interface PostgresStoreOptions extends ConnectionLimits {
   /**
    * How long a session stays held by a holder that stopped renewing it (its process died or lost
-   * the database); the handle renews it every third of this while held. 100 ms to 1 day; default 30000 ms.
+   * the database); the handle renews it every third of this while held. A holder with no renewal
+   * answered gives the session up by its own clock a fifth of this (at most 5 s) before it runs
+   * out: `lost` aborts and nothing more is written. 100 ms to 1 day; default 30000 ms.
    */
   leaseMs?: number;
 }
