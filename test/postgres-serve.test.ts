@@ -302,7 +302,9 @@ describe.skipIf(skipReason !== undefined)(
     it("agentloop run --session on PostgreSQL: a database lost mid-run is one line naming --resume (exit 2), and --resume finishes the run", async () => {
       const w = workspace();
       upstream = await startFakeOpenAIServer({ respond: [NOTE_THEN_WAIT, { text: "All done." }] });
-      const env = { ...envFor(await database()), AGENTLOOP_DB_LEASE: "1" };
+      // A lease longer than the checkpoint's retries (half of it): the store's failure ends the run
+      // before the process gives its lease up.
+      const env = { ...envFor(await database()), AGENTLOOP_DB_LEASE: "5" };
       const args = ["run", "--config", w.config, "--session", "cli", "--yes"];
       const first = runCli([...args, "note one, then wait"], { env, cwd: w.dir });
       await expect.poll(w.lines, { timeout: 15_000 }).toContain("wait started");
@@ -331,7 +333,7 @@ describe.skipIf(skipReason !== undefined)(
       expect(resumed.code).toBe(0);
       expect(w.lines().filter((l) => l === "note one")).toHaveLength(1);
       expect(w.lines().filter((l) => l === "wait done").length).toBeGreaterThanOrEqual(1);
-    });
+    }, 60_000);
 
     it("refuses an unreachable database at start: one line naming host and port, exit 2, no password", async () => {
       const db = await database();

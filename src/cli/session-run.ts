@@ -77,7 +77,7 @@ export async function holdSession(
 export function sessionLost(id: string): AgentloopError {
   return new AgentloopError(
     "config",
-    `session '${id}' was taken over by another process (this one could not renew its lease in time: it was paused, or cut off from the store), so the run stopped here; agentloop sessions shows where it stands`,
+    `session '${id}' was lost: this process could not renew its lease in time (it was paused, or cut off from the store), so the run stopped here and another process may take it over; agentloop sessions shows where it stands`,
   );
 }
 

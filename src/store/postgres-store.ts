@@ -148,9 +148,10 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
         );
     };
     let fence = setTimeout(checkFence, heldUntil - performance.now()).unref();
-    // Renews the lease while held, each renewal on its own connection with the time of one tick: one
-    // that does not answer is given up (its connection dropped) before the next, which then goes
-    // out on another connection, never behind it. A renewal that finds the session taken over aborts `lost`.
+    // Renews the lease while held, each renewal on a connection of its own (the pool never shares
+    // one in use) with at most one tick to answer: one that does not is given up, its connection
+    // dropped, before the next, which then goes out on another connection, never behind it.
+    // A renewal that finds the session taken over aborts `lost`.
     const every = Math.max(1, Math.floor(leaseMs / 3));
     let renewing = false;
     const renew = setInterval(() => {
@@ -161,7 +162,7 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
         .query({
           text: `UPDATE agentloop_sessions SET lease_until = ${LEASE} WHERE id = $1 AND holder = $2`,
           values: [sessionId, holder, leaseMs],
-          query_timeout: every,
+          query_timeout: Math.min(every, 10_000),
         } as QueryConfig)
         .then((result) => {
           if (result.rowCount === 0) takenOver();
