@@ -244,8 +244,8 @@ describe("two processes on one session", () => {
     const pid = await w.started("x");
     const second = await runCli(["run", "--session", "s", "Second task."], { cwd: w.dir, env: w.env });
     expect(second.code).toBe(2);
-    expect(second.stderr).toBe(
-      "agentloop: session 's' is in use by another agentloop process: wait for it or use another --session\n",
+    expect(second.stderr).toMatch(
+      /^agentloop: session 's' is in use by another agentloop process \(process \d+\): wait for it or use another --session; if that process is gone, --force takes the session over\n$/,
     );
     const rm = await runCli(["sessions", "rm", "s"], { cwd: w.dir, env: w.env });
     expect(rm.code).toBe(2);

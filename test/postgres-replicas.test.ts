@@ -198,7 +198,7 @@ describe.skipIf(skipReason !== undefined)(
         const outcome = await cli;
         expect(outcome.code).toBe(2);
         expect(outcome.stderr.trim().split("\n").at(-1)).toBe(
-          "agentloop: session 'cli' was taken over by another process (this one could not renew its lease in time: it was paused, or cut off from the store), so the run stopped here; agentloop sessions shows where it stands",
+          "agentloop: session 'cli' was lost: this process could not renew its lease in time (it was paused, or cut off from the store), so the run stopped here and another process may take it over; agentloop sessions shows where it stands",
         );
         expect(outcome.stderr).not.toContain(PASSWORD);
         // Nothing it did after losing the session was stored.

@@ -1,6 +1,6 @@
 import type { Message } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
-import type { Json, RunStatus, SessionHandle, SessionStore } from "../store/types.js";
+import type { Json, RunStatus, SessionHandle, SessionStore, TakeOver } from "../store/types.js";
 import { checkRunState, inCallOrder } from "./state.js";
 
 /**
@@ -30,8 +30,8 @@ export class Session {
    * Takes the session (creating it) for this process.
    * @throws StoreError (`session_busy` when another live process holds it, ...).
    */
-  static async open(store: SessionStore, sessionId: string): Promise<Session> {
-    const handle = await store.acquire(sessionId);
+  static async open(store: SessionStore, sessionId: string, options?: TakeOver): Promise<Session> {
+    const handle = await store.acquire(sessionId, options);
     try {
       return new Session(handle);
     } catch (error) {

@@ -28,6 +28,7 @@ import {
 import { type LoadedTools, STOP_SIGNALS, settingsFrom, setupAgent } from "./run.js";
 import {
   checkSessionId,
+  forceWithoutSession,
   type HeldSession,
   holdSession,
   type Plan,
@@ -91,9 +92,14 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     const continuing = { resume: flags.resume, approve: flags.approve, deny: flags.deny, canDecide };
     const given = flags.resume === true || flags.approve !== undefined || flags.deny !== undefined;
     if (flags.session !== undefined) {
-      held = await holdSession(settings, flags.session, (fresh) => {
-        if (given) planRun(fresh, continuing);
-      });
+      held = await holdSession(
+        settings,
+        flags.session,
+        (fresh) => {
+          if (given) planRun(fresh, continuing);
+        },
+        flags.force,
+      );
       stopWhenLost(held, () => {
         turn?.abort();
         rl?.close();
@@ -102,6 +108,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     const session = held?.session;
     for (const tool of session?.lastRun?.allowedTools ?? []) allowed.add(tool);
     if (given && !session) planRun(undefined, continuing); // refused: they need a session
+    if (flags.force && !session) throw forceWithoutSession();
     const first =
       session && (given || session.lastRun?.status === "awaiting_approval")
         ? planRun(session, continuing)

@@ -24,6 +24,8 @@ export interface CliFlags {
   session?: string;
   /** Continue the session's interrupted run. */
   resume?: boolean;
+  /** Take the session over from a holder that looks alive. */
+  force?: boolean;
   /** Call ids to approve (or "all"), from `--approve` (comma-separated, repeatable). */
   approve?: string[];
   /** Call ids to deny (or "all"), from `--deny`. */

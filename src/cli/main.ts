@@ -130,6 +130,10 @@ function withCommonOptions(command: Command, shown: readonly OptionGroup[]): Com
   add("session", opt("--resume", "continue the session's interrupted run (takes no prompt)"));
   add(
     "session",
+    opt("--force", "take the session over from a holder that looks alive (a process on another host)"),
+  );
+  add(
+    "session",
     opt(
       "--approve <ids>",
       "approve calls the session's run waits on: ids, comma-separated, or all (repeatable)",
@@ -269,6 +273,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     });
   sessionsCommand("rm", "delete a session and its runs")
     .argument("<id>", "the session")
+    .option("--force", "delete it even while a process that looks alive (on another host) holds it")
     .action(async (id: string, flags: SessionsFlags) => {
       const { removeSession } = await import("./sessions.js");
       exitCode = await removeSession(id, flags);

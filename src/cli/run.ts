@@ -19,6 +19,7 @@ import { EXIT_CODES } from "./render.js";
 import { runTurn } from "./run-turn.js";
 import {
   checkSessionId,
+  forceWithoutSession,
   type HeldSession,
   holdSession,
   planRun,
@@ -256,6 +257,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
   if (flags.session !== undefined) checkSessionId(flags.session);
   // Without a session the flags alone say whether the command makes sense: fail before starting anything.
   if (flags.session === undefined) planRun(undefined, { ...request(prompt, flags), canDecide: true });
+  if (flags.session === undefined && flags.force) throw forceWithoutSession();
   const images = readImages(flags.image);
   // Listening from the start: a signal while the MCP servers start (or wait for a sign-in in the
   // browser) gives up their start at once (exit 130, one line); later, it aborts the run.
@@ -282,7 +284,7 @@ export async function runCommand(prompt: string | undefined, flags: CliFlags): P
         : undefined;
     const asked = { ...request(prompt, flags), canDecide: onApproval !== undefined };
     if (flags.session !== undefined) {
-      held = await holdSession(settings, flags.session, (fresh) => planRun(fresh, asked));
+      held = await holdSession(settings, flags.session, (fresh) => planRun(fresh, asked), flags.force);
       stopWhenLost(held, () => controller.abort());
     }
     const session = held?.session;

@@ -7,7 +7,7 @@ import { type RunState, waitingApprovals } from "../agent/state.js";
 import { AgentloopError } from "../core/errors.js";
 import type { PendingApproval } from "../core/events.js";
 import type { ImageInput, Message } from "../core/messages.js";
-import { SESSION_ID_PATTERN, StoreError } from "../store/types.js";
+import { SESSION_ID_PATTERN, StoreError, type TakeOver } from "../store/types.js";
 import type { Settings } from "./config.js";
 import { openStore } from "./store.js";
 
@@ -16,6 +16,20 @@ export interface HeldSession {
   session: Session;
   close(): Promise<void>;
 }
+
+/** `--force`: take the session over, with one line on stderr naming the holder it was taken from. */
+export function forcing(id: string, what = "takes it over"): TakeOver {
+  return {
+    force: true,
+    onTakeOver: (holder) =>
+      process.stderr.write(
+        `agentloop: warning: session '${id}' was held by ${holder}; --force ${what} (if that process still runs, what it writes to the session from now on is refused)\n`,
+      ),
+  };
+}
+
+export const forceWithoutSession = () =>
+  new AgentloopError("usage", "--force takes a stored session over: name it with --session <id>.");
 
 /** A session id as the store takes it; a usage error otherwise (nothing is opened). `what` names where it came from. */
 export function checkSessionId(id: string, what = "--session: invalid id"): void {
@@ -35,13 +49,14 @@ export async function holdSession(
   settings: Pick<Settings, "db">,
   id: string,
   check: (session: Pick<Session, "id" | "lastRun">) => void = () => {},
+  force = false,
 ): Promise<HeldSession> {
   checkSessionId(id);
   const store = await openStore(settings);
   let session: Session;
   try {
     if ((await store.read(id)) === undefined) check({ id, lastRun: undefined });
-    session = await Session.open(store, id);
+    session = await Session.open(store, id, force ? forcing(id) : undefined);
   } catch (error) {
     await store.close().catch(() => {});
     throw storeFailure(error, id);
@@ -62,7 +77,7 @@ export async function holdSession(
 export function sessionLost(id: string): AgentloopError {
   return new AgentloopError(
     "config",
-    `session '${id}' was taken over by another process (this one could not renew its lease in time: it was paused, or cut off from the store), so the run stopped here; agentloop sessions shows where it stands`,
+    `session '${id}' was lost: this process could not renew its lease in time (it was paused, or cut off from the store), so the run stopped here and another process may take it over; agentloop sessions shows where it stands`,
   );
 }
 
@@ -81,9 +96,10 @@ export function storeFailure(error: unknown, id: string, held?: HeldSession): un
   if (held?.session.lost?.aborted) return sessionLost(id);
   if (!(error instanceof StoreError)) return error;
   if (error.code === "session_busy") {
+    const who = error.holder ? ` (${error.holder})` : "";
     return new AgentloopError(
       "config",
-      `session '${id}' is in use by another agentloop process: wait for it or use another --session`,
+      `session '${id}' is in use by another agentloop process${who}: wait for it or use another --session; if that process is gone, --force takes the session over`,
     );
   }
   // During a run (the session was held): what was stored before is kept, and the run can go on from it.

@@ -9,7 +9,7 @@ import { environmentSecrets, secretRedactor } from "../core/redact.js";
 import { configSecrets } from "../mcp/config.js";
 import type { SessionStore, SessionSummary } from "../store/types.js";
 import { dbSetting, loadConfigFile } from "./config.js";
-import { checkSessionId, storeFailure } from "./session-run.js";
+import { checkSessionId, forcing, storeFailure } from "./session-run.js";
 import { isPostgresUrl, openStore } from "./store.js";
 
 export interface SessionsFlags {
@@ -17,6 +17,8 @@ export interface SessionsFlags {
   json?: boolean;
   /** `show --json`: images as stored, not placeholders. */
   includeMedia?: boolean;
+  /** `rm`: even while a process that looks alive holds it. */
+  force?: boolean;
 }
 
 /**
@@ -26,6 +28,7 @@ export interface SessionsFlags {
  */
 async function existingStore(
   flags: SessionsFlags,
+  reading: boolean,
 ): Promise<{ store: SessionStore | undefined; redact: (json: string) => string }> {
   // Its notes are about MCP servers, which these commands do not start: `run` and `tools` print them.
   const { config, name } = await loadConfigFile(flags.config);
@@ -34,16 +37,18 @@ async function existingStore(
   const redact = redactor ? redactor.json : (json: string) => json;
   const db = dbSetting(process.env, config, name);
   if (!isPostgresUrl(db.location) && !existsSync(resolve(db.location))) return { store: undefined, redact };
-  return { store: await openStore({ db }), redact };
+  return { store: await openStore({ db }, { reading }), redact };
 }
 
+/** `reading`: the command only reads, so a store it may not write is opened read-only. */
 async function withStore<T>(
   flags: SessionsFlags,
   id: string | undefined,
   use: (store: SessionStore | undefined, redact: (text: string) => string) => Promise<T>,
+  reading = true,
 ): Promise<T> {
   if (id !== undefined) checkSessionId(id, "invalid session id");
-  const { store, redact } = await existingStore(flags);
+  const { store, redact } = await existingStore(flags, reading);
   try {
     return await use(store, redact);
   } catch (error) {
@@ -163,7 +168,13 @@ function transcriptLines(message: Message): string {
 
 /** `agentloop sessions rm <id>`: the session and its runs. */
 export async function removeSession(id: string, flags: SessionsFlags): Promise<number> {
-  const removed = await withStore(flags, id, async (store) => (store ? store.remove(id) : false));
+  const options = flags.force ? forcing(id, "removes it") : undefined;
+  const removed = await withStore(
+    flags,
+    id,
+    async (store) => (store ? store.remove(id, options) : false),
+    false,
+  );
   if (!removed) throw noSession(id);
   process.stdout.write(flags.json ? `${JSON.stringify({ removed: id })}\n` : `Removed session '${id}'.\n`);
   return 0;

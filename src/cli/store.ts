@@ -20,6 +20,8 @@ export function describeStore(location: string): string {
 export interface StoreOptions {
   /** PostgreSQL: how long a session stays held by a process that stopped renewing its lease (default `AGENTLOOP_DB_LEASE` seconds, else 30 s). */
   leaseMs?: number;
+  /** SQLite: for a command that only reads, a file this process may not write is opened read-only. */
+  reading?: boolean;
 }
 
 /**
@@ -41,7 +43,11 @@ export async function openStore(
       const leaseMs = options.leaseMs ?? leaseFromEnv();
       return await postgresStore(location, leaseMs === undefined ? {} : { leaseMs });
     }
-    return await sqliteStore(resolve(location));
+    return await sqliteStore(resolve(location)).catch((error: unknown) => {
+      const unwritable = error instanceof StoreError && error.code === "store_unwritable";
+      if (!(unwritable && options.reading)) throw error;
+      return sqliteStore(resolve(location), { readOnly: true });
+    });
   } catch (error) {
     if (error instanceof StoreError) throw new AgentloopError("config", `${error.message} (${from})`);
     throw error;

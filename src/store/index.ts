@@ -14,5 +14,6 @@ export type {
   SessionSummary,
   StoredSession,
   StoreErrorCode,
+  TakeOver,
 } from "./types.js";
 export { SESSION_ID_PATTERN, StoreError } from "./types.js";

@@ -18,6 +18,7 @@ import type {
   SessionStore,
   SessionSummary,
   StoredSession,
+  TakeOver,
 } from "./types.js";
 
 interface Session {
@@ -91,13 +92,19 @@ export function memoryStore(): SessionStore {
     };
   }
 
+  /** A held session is refused, or taken over when forced. */
+  function takeOver(sessionId: string, options: TakeOver | undefined): void {
+    if (!options?.force) throw heldHere(sessionId);
+    options.onTakeOver?.("this process");
+  }
+
   return {
-    async acquire(sessionId) {
+    async acquire(sessionId, options) {
       open();
       checkSessionId(sessionId);
       const now = clock();
       let session = sessions.get(sessionId);
-      if (session?.holder !== undefined) throw heldHere(sessionId);
+      if (session?.holder !== undefined) takeOver(sessionId, options);
       if (session === undefined) {
         session = { createdAt: now, updatedAt: now, rev: ++rev, messages: [] };
         sessions.set(sessionId, session);
@@ -159,12 +166,12 @@ export function memoryStore(): SessionStore {
       return runs.get(runId)?.sessionId;
     },
 
-    async remove(sessionId) {
+    async remove(sessionId, options) {
       open();
       checkSessionId(sessionId);
       const session = sessions.get(sessionId);
       if (session === undefined) return false;
-      if (session.holder !== undefined) throw heldHere(sessionId);
+      if (session.holder !== undefined) takeOver(sessionId, options);
       sessions.delete(sessionId);
       for (const [runId, run] of runs) if (run.sessionId === sessionId) runs.delete(runId);
       return true;

@@ -80,9 +80,11 @@ export async function stored(client: PoolClient, row: Row, held: boolean): Promi
 }
 
 export function busy(sessionId: string, row: Row): StoreError {
-  const holder = row.holder === null ? undefined : parseHolder(row.holder);
+  const parsed = row.holder === null ? undefined : parseHolder(row.holder);
+  const holder = parsed ? describeHolder(parsed) : "another process";
   return new StoreError(
     "session_busy",
-    `session '${sessionId}' is in use by ${holder ? describeHolder(holder) : "another process"}: wait for it to finish, or use another session id`,
+    `session '${sessionId}' is in use by ${holder}: wait for it to finish, or use another session id`,
+    { holder },
   );
 }

@@ -1,5 +1,5 @@
-import type { Pool, PoolClient } from "pg";
-import { newHolder } from "./holder.js";
+import type { Pool, PoolClient, QueryConfig } from "pg";
+import { describeHolder, newHolder, parseHolder } from "./holder.js";
 import { readConnection, transient } from "./postgres-connection.js";
 import { busy, type Row, SUMMARY, stored, summary } from "./postgres-rows.js";
 import { migrate } from "./postgres-schema.js";
@@ -12,7 +12,13 @@ import {
   runOfOtherSession,
   storeClosed,
 } from "./shared.js";
-import { type SessionHandle, type SessionStore, type StoredSession, StoreError } from "./types.js";
+import {
+  type SessionHandle,
+  type SessionStore,
+  type StoredSession,
+  StoreError,
+  type TakeOver,
+} from "./types.js";
 
 /** Declared here, apart from the driver's types: a program using the store needs no `@types/pg`. */
 export interface PostgresStoreOptions {
@@ -24,7 +30,9 @@ export interface PostgresStoreOptions {
   queryTimeoutMs?: number;
   /**
    * How long a session stays held by a holder that stopped renewing it (its process died or lost
-   * the database); the handle renews it every third of this while held. 100 ms to 1 day; default 30000 ms.
+   * the database); the handle renews it every third of this while held. A holder with no renewal
+   * answered gives the session up by its own clock a fifth of this (at most 5 s) before it runs
+   * out: `lost` aborts and nothing more is written. 100 ms to 1 day; default 30000 ms.
    */
   leaseMs?: number;
 }
@@ -74,6 +82,12 @@ const LEASE = "now() + make_interval(secs => $3::double precision / 1000)";
 
 function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError): SessionStore {
   const handles = new Map<string, { sessionId: string; stop: () => void }>();
+  /**
+   * Holders of this store whose release failed (the database was out), by session: released here,
+   * so nobody uses them, and this store takes such a session over at once instead of waiting for
+   * the lease to run out.
+   */
+  const abandoned = new Map<string, string>();
   let closed = false;
 
   /** Runs `work` in one transaction on one connection; every failure becomes a `StoreError`. */
@@ -106,103 +120,140 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
     }
   }
 
-  function handleFor(sessionId: string, session: StoredSession, holder: string): SessionHandle {
+  function handleFor(
+    sessionId: string,
+    session: StoredSession,
+    holder: string,
+    sentAt: number,
+  ): SessionHandle {
     let released = false;
     /** Messages in the log: this handle is the only writer while it holds the session. */
     let count = session.messages.length;
     const lost = new AbortController();
-    const loseIt = () => {
+    const loseIt = (why: string) => {
       if (released || lost.signal.aborted) return;
-      lost.abort(
-        new StoreError(
-          "session_busy",
-          `session '${sessionId}' was lost: this process could not renew its lease in time and another took it over`,
-        ),
-      );
+      clearTimeout(fence);
+      lost.abort(new StoreError("session_busy", `session '${sessionId}' was lost: ${why}`));
       handles.get(holder)?.stop();
     };
-    // Renews the lease while held. A failed renewal is retried by the next tick (or the next
-    // checkpoint); a renewal that finds the session taken over aborts `lost`.
+    const takenOver = () => loseIt("this process could not renew its lease in time and another took it over");
+    // Fencing by this process's own monotonic clock: the lease in the database runs at least
+    // `leaseMs` from when its last extension was sent (the database reads its clock after that), so
+    // a holder that has had no extension answered by `sent + leaseMs - margin` gives the session up
+    // there, whether or not the database ever answers (a partition that leaves TCP hanging), and its
+    // run stops before another process can take the session over.
+    let heldUntil = sentAt + leaseMs - fenceMargin(leaseMs);
+    const extended = (at: number) => {
+      heldUntil = Math.max(heldUntil, at + leaseMs - fenceMargin(leaseMs));
+    };
+    const checkFence = () => {
+      const left = heldUntil - performance.now();
+      if (left > 0) fence = setTimeout(checkFence, left).unref();
+      else
+        loseIt(
+          "this process could not renew its lease in time (it was cut off from the store, or paused), so it gave the session up before the lease ran out",
+        );
+    };
+    let fence = setTimeout(checkFence, heldUntil - performance.now()).unref();
+    // Renews the lease while held, each renewal on a connection of its own (the pool never shares
+    // one in use) with at most one tick to answer: one that does not is given up, its connection
+    // dropped, before the next, which then goes out on another connection, never behind it.
+    // A renewal that finds the session taken over aborts `lost`.
+    const every = Math.max(1, Math.floor(leaseMs / 3));
     let renewing = false;
-    const renew = setInterval(
-      () => {
-        // A database that does not answer: one renewal waits for its time limit, not one per tick.
-        if (renewing) return;
-        renewing = true;
-        pool
-          .query(`UPDATE agentloop_sessions SET lease_until = ${LEASE} WHERE id = $1 AND holder = $2`, [
-            sessionId,
-            holder,
-            leaseMs,
-          ])
-          .then((result) => {
-            if (result.rowCount === 0) loseIt();
-          })
-          .catch(() => undefined)
-          .finally(() => {
-            renewing = false;
-          });
-      },
-      Math.max(1, Math.floor(leaseMs / 3)),
-    );
+    const renew = setInterval(() => {
+      if (renewing) return;
+      renewing = true;
+      const at = performance.now();
+      pool
+        .query({
+          text: `UPDATE agentloop_sessions SET lease_until = ${LEASE} WHERE id = $1 AND holder = $2`,
+          values: [sessionId, holder, leaseMs],
+          query_timeout: Math.min(every, 10_000),
+        } as QueryConfig)
+        .then((result) => {
+          if (result.rowCount === 0) takenOver();
+          else extended(at);
+        })
+        .catch(() => undefined)
+        .finally(() => {
+          renewing = false;
+        });
+    }, every);
     renew.unref();
-    handles.set(holder, { sessionId, stop: () => clearInterval(renew) });
+    handles.set(holder, {
+      sessionId,
+      stop: () => {
+        clearInterval(renew);
+        clearTimeout(fence);
+      },
+    });
 
     /** One attempt: the log grows from `count` to `count + n` and the run is upserted, or nothing. */
     const write = (messages: string[], run: ReturnType<typeof encodeCheckpoint>["run"], retry: boolean) =>
       transaction(async (client) => {
-        const now = clock();
-        const touched = await client.query<{ message_count: number }>(
-          `UPDATE agentloop_sessions SET updated_at = $4, message_count = $5::integer + $6::integer,
+        await writeRows(client, messages, run, retry);
+        // Given up meanwhile: this transaction rolls back, so nothing is written after the loss.
+        if (lost.signal.aborted) throw lost.signal.reason;
+      });
+    const writeRows = async (
+      client: PoolClient,
+      messages: string[],
+      run: ReturnType<typeof encodeCheckpoint>["run"],
+      retry: boolean,
+    ) => {
+      const now = clock();
+      const touched = await client.query<{ message_count: number }>(
+        `UPDATE agentloop_sessions SET updated_at = $4, message_count = $5::integer + $6::integer,
              last_run_id = coalesce($7, last_run_id), lease_until = ${LEASE}
            WHERE id = $1 AND holder = $2 AND message_count = $5 RETURNING message_count`,
-          [sessionId, holder, leaseMs, now, count, messages.length, run?.runId ?? null],
-        );
-        if (touched.rows[0] === undefined) {
-          const row = (
-            await client.query<{ message_count: number; holder: string | null }>(
-              "SELECT message_count, holder FROM agentloop_sessions WHERE id = $1",
-              [sessionId],
-            )
-          ).rows[0];
-          if (row?.holder !== holder) {
-            loseIt();
-            throw new StoreError(
-              "session_busy",
-              `session '${sessionId}' is no longer held by this process (its lease expired and another took it): acquire it again before writing`,
-            );
-          }
-          // A retry of a write whose COMMIT went through before the connection broke: done.
-          if (retry && row.message_count === count + messages.length && messages.length > 0) return;
+        [sessionId, holder, leaseMs, now, count, messages.length, run?.runId ?? null],
+      );
+      if (touched.rows[0] === undefined) {
+        const row = (
+          await client.query<{ message_count: number; holder: string | null }>(
+            "SELECT message_count, holder FROM agentloop_sessions WHERE id = $1",
+            [sessionId],
+          )
+        ).rows[0];
+        if (row?.holder !== holder) {
+          takenOver();
           throw new StoreError(
-            "store_error",
-            `session '${sessionId}' has ${row.message_count} stored messages where this process expected ${count}: acquire it again`,
+            "session_busy",
+            `session '${sessionId}' is no longer held by this process (its lease expired and another took it): acquire it again before writing`,
           );
         }
-        if (messages.length > 0)
-          await client.query(
-            `INSERT INTO agentloop_messages (session_id, seq, message)
+        // A retry of a write whose COMMIT went through before the connection broke: done.
+        if (retry && row.message_count === count + messages.length && messages.length > 0) return;
+        throw new StoreError(
+          "store_error",
+          `session '${sessionId}' has ${row.message_count} stored messages where this process expected ${count}: acquire it again`,
+        );
+      }
+      if (messages.length > 0)
+        await client.query(
+          `INSERT INTO agentloop_messages (session_id, seq, message)
              SELECT $1, $2::integer + ord - 1, m FROM unnest($3::text[]) WITH ORDINALITY AS t(m, ord)`,
-            [sessionId, count, messages],
-          );
-        if (run === undefined) return;
-        const { runId, status, stopReason, state } = run;
-        const upsert = await client.query(
-          `INSERT INTO agentloop_runs (run_id, session_id, status, stop_reason, state, created_at, updated_at)
+          [sessionId, count, messages],
+        );
+      if (run === undefined) return;
+      const { runId, status, stopReason, state } = run;
+      const upsert = await client.query(
+        `INSERT INTO agentloop_runs (run_id, session_id, status, stop_reason, state, created_at, updated_at)
            VALUES ($1, $2, $3, $4, $5, $6, $6)
            ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, stop_reason = excluded.stop_reason,
              state = excluded.state, updated_at = excluded.updated_at
            WHERE agentloop_runs.session_id = excluded.session_id`,
-          [runId, sessionId, status, stopReason, state, now],
+        [runId, sessionId, status, stopReason, state, now],
+      );
+      if (upsert.rowCount === 0) {
+        const owner = await client.query<{ session_id: string }>(
+          "SELECT session_id FROM agentloop_runs WHERE run_id = $1",
+          [runId],
         );
-        if (upsert.rowCount === 0) {
-          const owner = await client.query<{ session_id: string }>(
-            "SELECT session_id FROM agentloop_runs WHERE run_id = $1",
-            [runId],
-          );
-          throw runOfOtherSession(runId, String(owner.rows[0]?.session_id));
-        }
-      });
+        throw runOfOtherSession(runId, String(owner.rows[0]?.session_id));
+      }
+    };
 
     return {
       sessionId,
@@ -211,8 +262,10 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
       async checkpoint(checkpoint) {
         if (closed) throw storeClosed();
         if (released) throw handleReleased(sessionId);
+        if (lost.signal.aborted) throw lost.signal.reason;
         const { messages, run } = encodeCheckpoint(checkpoint);
         if (messages.length === 0 && run === undefined) return;
+        const sent = performance.now();
         // A connection that breaks is retried (with a fresh one) while the lease still holds; a
         // retry never appends twice, since the write is conditional on the log's length.
         const deadline = Date.now() + Math.min(leaseMs / 2, 10_000);
@@ -221,11 +274,12 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
             await write(messages, run, attempt > 0);
             break;
           } catch (error) {
-            if (!transient(error) || Date.now() + backoff(attempt) > deadline || closed || released)
-              throw error;
+            const over = closed || released || lost.signal.aborted;
+            if (!transient(error) || Date.now() + backoff(attempt) > deadline || over) throw error;
             await sleep(backoff(attempt));
           }
         }
+        extended(sent);
         count += messages.length;
       },
       async release() {
@@ -233,20 +287,23 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
         released = true;
         handles.get(holder)?.stop();
         handles.delete(holder);
-        if (!closed)
-          await query(
-            "UPDATE agentloop_sessions SET holder = NULL, lease_until = NULL WHERE id = $1 AND holder = $2",
-            [sessionId, holder],
-          );
+        if (closed) return;
+        abandoned.set(sessionId, holder);
+        await query(
+          "UPDATE agentloop_sessions SET holder = NULL, lease_until = NULL WHERE id = $1 AND holder = $2",
+          [sessionId, holder],
+        );
+        if (abandoned.get(sessionId) === holder) abandoned.delete(sessionId);
       },
     };
   }
 
   return {
-    async acquire(sessionId) {
+    async acquire(sessionId, options) {
       if (closed) throw storeClosed();
       checkSessionId(sessionId);
       const holder = JSON.stringify(newHolder());
+      const sent = performance.now();
       const session = await transaction(async (client) => {
         const now = clock();
         await client.query(
@@ -258,14 +315,15 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
           .rows[0];
         if (row === undefined)
           throw new StoreError("store_error", `session '${sessionId}' vanished while acquired: try again`);
-        if (row.held) throw busy(sessionId, row);
+        if (row.held && row.holder !== abandoned.get(sessionId)) takeOver(sessionId, row, options);
         await client.query(
           `UPDATE agentloop_sessions SET holder = $2, lease_until = ${LEASE} WHERE id = $1`,
           [sessionId, holder, leaseMs],
         );
         return stored(client, row, false);
       });
-      return handleFor(sessionId, session, holder);
+      abandoned.delete(sessionId);
+      return handleFor(sessionId, session, holder, sent);
     },
 
     async read(sessionId) {
@@ -308,14 +366,14 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
       return rows[0]?.session_id;
     },
 
-    async remove(sessionId) {
+    async remove(sessionId, options) {
       if (closed) throw storeClosed();
       checkSessionId(sessionId);
       return transaction(async (client) => {
         const row = (await client.query<Row>(`${SUMMARY} WHERE s.id = $1 FOR UPDATE OF s`, [sessionId]))
           .rows[0];
         if (row === undefined) return false;
-        if (row.held) throw busy(sessionId, row);
+        if (row.held) takeOver(sessionId, row, options);
         await client.query("DELETE FROM agentloop_messages WHERE session_id = $1", [sessionId]);
         await client.query("DELETE FROM agentloop_runs WHERE session_id = $1", [sessionId]);
         await client.query("DELETE FROM agentloop_sessions WHERE id = $1", [sessionId]);
@@ -325,11 +383,13 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
 
     async close() {
       if (closed) return;
-      const held = [...handles];
+      for (const { stop } of handles.values()) stop();
+      const held = [...handles].map(([holder, { sessionId }]) => [sessionId, holder]);
       handles.clear();
-      for (const [, { stop }] of held) stop();
+      held.push(...abandoned);
+      abandoned.clear();
       try {
-        for (const [holder, { sessionId }] of held)
+        for (const [sessionId, holder] of held)
           await pool.query(
             "UPDATE agentloop_sessions SET holder = NULL, lease_until = NULL WHERE id = $1 AND holder = $2",
             [sessionId, holder],
@@ -342,6 +402,18 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
       }
     },
   };
+}
+
+/**
+ * How long before its lease runs out (by its own clock) a holder with no renewal answered gives the
+ * session up: time for its run to stop, and for clocks that run at slightly different rates.
+ */
+const fenceMargin = (leaseMs: number) => Math.min(leaseMs / 5, 5_000);
+/** A held session is refused, or taken over when forced (the caller told who held it). */
+function takeOver(sessionId: string, row: Row, options: TakeOver | undefined): void {
+  if (!options?.force) throw busy(sessionId, row);
+  const holder = row.holder === null ? undefined : parseHolder(row.holder);
+  options.onTakeOver?.(holder ? describeHolder(holder) : "another process");
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

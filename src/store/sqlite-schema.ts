@@ -68,6 +68,16 @@ function check(path: string, { applicationId, version, tables }: Header): boolea
   return version < SCHEMA_VERSION;
 }
 
+/** Rejects a file that is not ours, is newer, or needs a migration (which a reader cannot run). */
+export function checkReadable(db: DatabaseSync, path: string): void {
+  const now = header(db);
+  if (!check(path, now)) return;
+  throw new StoreError(
+    "store_unwritable",
+    `${path} needs an upgrade to this agentloop's schema (${now.version} to ${SCHEMA_VERSION}), and this process may not write it: run agentloop once where it may (any command with --session), or set AGENTLOOP_DB to another file`,
+  );
+}
+
 /**
  * Brings the file to `SCHEMA_VERSION`, in WAL mode. Safe when several processes open a new file
  * at once: the migration runs in a write transaction and re-reads the version inside it.

@@ -1,6 +1,7 @@
-import { mkdirSync } from "node:fs";
+import { closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { DatabaseSync, SQLOutputValue, StatementSync } from "node:sqlite";
+import { pathToFileURL } from "node:url";
 import { describeHolder, type Holder, holderAlive, newHolder, parseHolder } from "./holder.js";
 import {
   checkSessionId,
@@ -13,7 +14,7 @@ import {
   sessionStatus,
   storeClosed,
 } from "./shared.js";
-import { migrate, transaction } from "./sqlite-schema.js";
+import { checkReadable, migrate, transaction } from "./sqlite-schema.js";
 import {
   type RunRecord,
   type RunStatus,
@@ -22,6 +23,7 @@ import {
   type SessionSummary,
   type StoredSession,
   StoreError,
+  type TakeOver,
 } from "./types.js";
 
 export interface SqliteStoreOptions {
@@ -34,6 +36,12 @@ export interface SqliteStoreOptions {
   synchronous?: "normal" | "full";
   /** How long a write waits for another process's transaction to finish. Default 5000 ms. */
   busyTimeoutMs?: number;
+  /**
+   * Only read an existing file (one this process may not write): nothing is created, switched or
+   * migrated, and every write rejects `store_unwritable`. A file whose schema needs an upgrade is
+   * refused with `store_unwritable` saying so. Default false.
+   */
+  readOnly?: boolean;
 }
 
 /**
@@ -61,6 +69,17 @@ export async function sqliteStore(path: string, options: SqliteStoreOptions = {}
   const file = path === ":memory:" ? path : resolve(path);
   const fail = (error: unknown) => toStoreError(error, file);
   let db: DatabaseSync | undefined;
+  if (options.readOnly && file !== ":memory:") {
+    try {
+      db = openReadOnly(sqlite, file);
+      db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
+      checkReadable(db, file);
+      return open(db, fail);
+    } catch (error) {
+      db?.close();
+      throw fail(error);
+    }
+  }
   try {
     if (file !== ":memory:") makeFolder(dirname(file), file);
     db = new sqlite.DatabaseSync(file);
@@ -75,9 +94,34 @@ export async function sqliteStore(path: string, options: SqliteStoreOptions = {}
   }
 }
 
+/**
+ * The file opened for reading. A WAL file needs its `-shm` index, which a reader that may not
+ * write the folder cannot create when no writer has it open: then the file is read as immutable
+ * (as it is while nobody writes it).
+ */
+function openReadOnly(sqlite: typeof import("node:sqlite"), file: string): DatabaseSync {
+  const db = new sqlite.DatabaseSync(file, { readOnly: true });
+  try {
+    db.prepare("SELECT count(*) FROM sqlite_schema").get();
+    return db;
+  } catch (error) {
+    db.close();
+    const code = ((error as { errcode?: number }).errcode ?? 0) & 0xff;
+    if (code !== SQLITE.READONLY && code !== SQLITE.CANTOPEN) throw error;
+    const url = pathToFileURL(file);
+    url.searchParams.set("immutable", "1");
+    return new sqlite.DatabaseSync(url, { readOnly: true });
+  }
+}
+
+/**
+ * The file's folder (each folder made here 0700, an existing one left as it is) and the file
+ * itself, made empty and 0600 when missing: SQLite gives its `-wal` and `-shm` files the mode of
+ * the database file, so sessions are readable by their owner only. An existing file keeps its mode.
+ */
 function makeFolder(folder: string, file: string): void {
   try {
-    mkdirSync(folder, { recursive: true });
+    mkdirSync(folder, { recursive: true, mode: 0o700 });
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new StoreError(
@@ -85,6 +129,11 @@ function makeFolder(folder: string, file: string): void {
       `${file} cannot be created: its folder ${folder} cannot be made (${reason}): choose a writable path or set AGENTLOOP_DB to another file`,
       { cause: error },
     );
+  }
+  try {
+    closeSync(openSync(file, "wx", 0o600));
+  } catch {
+    // There already (kept as it is), or not creatable: opening it says why in one line.
   }
 }
 
@@ -181,7 +230,14 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
     return new StoreError(
       "session_busy",
       `session '${sessionId}' is in use by ${describeHolder(holder)}: wait for it to finish, or use another session id`,
+      { holder: describeHolder(holder) },
     );
+  }
+
+  /** A live holder's session is refused, or taken over when forced (the caller told who held it). */
+  function takeOver(sessionId: string, live: Holder, options: TakeOver | undefined): void {
+    if (!options?.force) throw busy(sessionId, live);
+    options.onTakeOver?.(describeHolder(live));
   }
 
   function handleFor(sessionId: string, session: StoredSession, holder: string): SessionHandle {
@@ -222,14 +278,14 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
   }
 
   return {
-    acquire: (sessionId) =>
+    acquire: (sessionId, options) =>
       use(() => {
         checkSessionId(sessionId);
         const holder = JSON.stringify(newHolder());
         const session = transaction(db, () => {
           const row = q.summary.get(sessionId);
           const live = row && liveHolder(row);
-          if (live) throw busy(sessionId, live);
+          if (live) takeOver(sessionId, live, options);
           if (row) {
             q.setHolder.run(holder, sessionId);
             return stored(row, false);
@@ -271,14 +327,14 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
         return row === undefined ? undefined : String(row.session_id);
       }),
 
-    remove: (sessionId) =>
+    remove: (sessionId, options) =>
       use(() => {
         checkSessionId(sessionId);
         return transaction(db, () => {
           const row = q.summary.get(sessionId);
           if (row === undefined) return false;
           const live = liveHolder(row);
-          if (live) throw busy(sessionId, live);
+          if (live) takeOver(sessionId, live, options);
           q.deleteMessages.run(sessionId);
           q.deleteRuns.run(sessionId);
           q.deleteSession.run(sessionId);

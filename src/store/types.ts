@@ -98,19 +98,31 @@ export interface SessionStore {
    * live holder has it, this rejects with `StoreError` code `session_busy`. A holder whose process
    * died does not hold it any more (on one machine this is recognised at once).
    */
-  acquire(sessionId: string): Promise<SessionHandle>;
+  acquire(sessionId: string, options?: TakeOver): Promise<SessionHandle>;
   /** The session, read without taking it; `undefined` when there is none. */
   read(sessionId: string): Promise<StoredSession | undefined>;
   /** Every session (or those the filter selects), most recently updated first (or oldest first). */
   list(filter?: ListFilter): Promise<SessionSummary[]>;
   /** The session a run belongs to (the server continues runs by id). */
   sessionOfRun(runId: string): Promise<string | undefined>;
-  /** Deletes a session and its runs; false when there was none. Rejects `session_busy` while held. */
-  remove(sessionId: string): Promise<boolean>;
+  /** Deletes a session and its runs; false when there was none. Rejects `session_busy` while held (unless forced). */
+  remove(sessionId: string, options?: TakeOver): Promise<boolean>;
   /** Resolves when the store answers (a round trip to a networked one); rejects with `StoreError` otherwise. */
   ping(): Promise<void>;
   /** Closes the store; handles still held are released. Idempotent. */
   close(): Promise<void>;
+}
+
+/** How `acquire` and `remove` treat a session that another holder seems to hold. */
+export interface TakeOver {
+  /**
+   * Take the session (or remove it) even from a holder still taken as alive: a process on another
+   * host, which this machine cannot check, or a live lease. Only for a holder known to be gone:
+   * its writes are refused from then on, but a run it still has goes on. Default false.
+   */
+  force?: boolean;
+  /** With `force`: told who held it ("process 4242 on build-7"), before it is taken over. */
+  onTakeOver?: (holder: string) => void;
 }
 
 export type StoreErrorCode =
@@ -132,11 +144,14 @@ export type StoreErrorCode =
 /** The one error every store rejects with; `message` is one line naming the problem and the fix. */
 export class StoreError extends Error {
   override readonly name = "StoreError";
+  /** `session_busy`: who holds the session, as a person reads it ("process 4242 on build-7"), when known. */
+  readonly holder?: string;
   constructor(
     readonly code: StoreErrorCode,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; holder?: string },
   ) {
     super(message, options);
+    if (options?.holder !== undefined) this.holder = options.holder;
   }
 }

@@ -243,6 +243,24 @@ export function storeContract(name: string, makeStore: () => Promise<SessionStor
       await again.release();
     });
 
+    it("force takes a held session over (or removes it), telling who held it; the old handle writes nothing", async () => {
+      const handle = await store.acquire("forced");
+      await handle.checkpoint({ messages: [user("one")] });
+      const told: string[] = [];
+      const taken = await store.acquire("forced", { force: true, onTakeOver: (holder) => told.push(holder) });
+      expect(told).toHaveLength(1);
+      expect(taken.session.messages).toEqual([user("one")]);
+      await rejection(handle.checkpoint({ messages: [user("late")] }));
+      await handle.release(); // leaves the new holder's hold alone
+      await rejectsWith(store.acquire("forced"), "session_busy");
+      expect(await store.remove("forced", { force: true, onTakeOver: (holder) => told.push(holder) })).toBe(
+        true,
+      );
+      expect(told).toHaveLength(2);
+      expect(await store.read("forced")).toBeUndefined();
+      await taken.release();
+    });
+
     it("acquiring a session whose run was left running reports it as interrupted", async () => {
       const handle = await store.acquire("crashed");
       await handle.checkpoint({
