@@ -154,7 +154,7 @@ describe.skipIf(skipReason !== undefined)(
         type: "error",
         code: "session_lost",
         runId,
-        message: `Another replica (or another process sharing the store) took this run over, because this server could not renew its lease in time (it was paused, or cut off from the store); the run goes on there: GET /v1/runs/${runId} tells how it ends.`,
+        message: `This server gave this run up because it could not renew its lease in time (it was paused, or cut off from the store); another replica (or another process sharing the store) goes on with it, or resumes it: GET /v1/runs/${runId} tells how it ends.`,
       });
       expect(rest.trim().endsWith("data: [DONE]")).toBe(true);
       expect(await (await fetch(`${urlA}/v1/runs/${runId}`)).json()).toMatchObject({

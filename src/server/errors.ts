@@ -139,7 +139,7 @@ export function storeFailure(
     const outcome = runId ? `: GET /v1/runs/${runId} tells how it ends` : "";
     return {
       status: 409,
-      message: `Another replica (or another process sharing the store) took this run over, because this server could not renew its lease in time (it was paused, or cut off from the store); the run goes on there${outcome}.`,
+      message: `This server gave this run up because it could not renew its lease in time (it was paused, or cut off from the store); another replica (or another process sharing the store) goes on with it, or resumes it${outcome}.`,
       code: "session_lost",
     };
   }
