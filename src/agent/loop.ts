@@ -2,7 +2,13 @@ import type { AgentEvent, AgentEventBody, IterationRecord } from "../core/events
 import type { AssistantMessage, Message } from "../core/messages.js";
 import { addUsage } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
-import { incompleteReason, type ModelError, type ModelReply, type ModelRequest } from "../models/adapter.js";
+import {
+  incompleteReason,
+  type ModelError,
+  type ModelEvent,
+  type ModelReply,
+  type ModelRequest,
+} from "../models/adapter.js";
 import { costOf } from "../models/pricing.js";
 import { executeCalls, type PreparedCall } from "../tools/execute.js";
 import {
@@ -24,7 +30,7 @@ import {
   iterationWarning,
   systemPrompt,
 } from "./prompt.js";
-import { redactReply, streamedPieces } from "./redact-reply.js";
+import { redactedStream, redactReply } from "./redact-reply.js";
 import { uniqueIds } from "./repair.js";
 import { CONTINUE, circuitBreaker, type Next, type Run, type Sink } from "./run.js";
 import { closePending, stopOutcome } from "./state.js";
@@ -71,29 +77,16 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
         let request = requestFor(state, run, system);
         if (request instanceof Promise) request = await request;
         let reply: ModelReply | ModelError | undefined;
-        // With secrets to redact, each delta shows what cannot be the start of one (the rest follows).
-        const pieces = sink.quiet ? undefined : streamedPieces(run.options.redact);
-        for await (const update of run.options.model.stream(request, run.streamOptions)) {
+        for await (const update of modelStream(run, request, sink)) {
           if (update.type === "done" || update.type === "error") {
             reply = update.type === "done" ? update.message : update.error;
             continue;
           }
           if (sink.quiet) continue;
-          const text = pieces
-            ? pieces[update.type === "text_delta" ? "text" : "thinking"].push(update.text)
-            : update.text;
-          if (pieces && text === "") continue;
           event =
             update.type === "text_delta"
-              ? { type: "message_delta", text, runId: state.runId }
-              : { type: "thinking", text, runId: state.runId };
-          sink.emit(event);
-          if (!sink.drained) yield event;
-        }
-        for (let i = 0; pieces && reply && "toolCalls" in reply && i < 2; i++) {
-          const text = (i === 0 ? pieces.thinking : pieces.text).end();
-          if (text === "") continue;
-          event = { type: i === 0 ? "thinking" : "message_delta", text, runId: state.runId };
+              ? { type: "message_delta", text: update.text, runId: state.runId }
+              : { type: "thinking", text: update.text, runId: state.runId };
           sink.emit(event);
           if (!sink.drained) yield event;
         }
@@ -176,6 +169,17 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
 }
 
 /** The request of this iteration: the history shaped to fit the context window (which may mean a summary, later). */
+/**
+ * The model's stream for one request. With secrets to redact and someone listening, its deltas go
+ * through `redactedStream` (each shows what cannot be the start of a secret; the rest follows);
+ * otherwise the model's own stream, untouched per chunk.
+ */
+function modelStream(run: Run, request: ModelRequest, sink: Sink): AsyncIterable<ModelEvent> {
+  const updates = run.options.model.stream(request, run.streamOptions);
+  const { redact } = run.options;
+  return redact && !sink.quiet ? redactedStream(updates, redact) : updates;
+}
+
 function requestFor(state: RunState, run: Run, system: string): ModelRequest | Promise<ModelRequest> {
   const { context } = run.options;
   const { signal } = run;

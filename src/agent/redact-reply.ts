@@ -4,8 +4,8 @@
  * run with the arguments the model sent.
  */
 import type { ToolCall } from "../core/messages.js";
-import type { PieceRedactor, Redactor } from "../core/redact.js";
-import type { ModelReply } from "../models/adapter.js";
+import type { Redactor } from "../core/redact.js";
+import type { ModelEvent, ModelReply } from "../models/adapter.js";
 import { type PreparedCall, prepareCall } from "../tools/execute.js";
 import type { Run } from "./run.js";
 
@@ -49,12 +49,30 @@ export function prepareKept(call: ToolCall, index: number, run: Run): PreparedCa
   return prepared;
 }
 
-/** The streamed text and thinking of one reply, redacted as they arrive (`PieceRedactor`). */
-export interface StreamedPieces {
-  text: PieceRedactor;
-  thinking: PieceRedactor;
-}
-
-export function streamedPieces(redact: Redactor | undefined): StreamedPieces | undefined {
-  return redact && { text: redact.pieces(), thinking: redact.pieces() };
+/**
+ * A model's stream with configured secrets redacted from its text and thinking deltas as they
+ * arrive: a delta shows what cannot be the start of a secret, and what is held back follows with
+ * the next delta, or just before `done` (thinking first). Joined, the deltas never hold a secret;
+ * the assembled reply is redacted apart (`redactReply`).
+ */
+export async function* redactedStream(
+  updates: AsyncIterable<ModelEvent>,
+  redact: Redactor,
+): AsyncGenerator<ModelEvent, void, undefined> {
+  const text = redact.pieces();
+  const thinking = redact.pieces();
+  for await (const update of updates) {
+    if (update.type === "text_delta" || update.type === "thinking_delta") {
+      const shown = (update.type === "text_delta" ? text : thinking).push(update.text);
+      if (shown !== "") yield { type: update.type, text: shown };
+      continue;
+    }
+    if (update.type === "done") {
+      const held = thinking.end();
+      if (held !== "") yield { type: "thinking_delta", text: held };
+      const rest = text.end();
+      if (rest !== "") yield { type: "text_delta", text: rest };
+    }
+    yield update;
+  }
 }

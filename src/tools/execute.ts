@@ -119,7 +119,8 @@ export function readArguments(call: ToolCall): Record<string, unknown> | string 
   return parsed as Record<string, unknown>;
 }
 
-const OVERFLOW = /\d[eE][+-]?\d{3}|\d{309}/;
+// An exponent of 3+ digits or 309+ digits in a row: the only numbers that overflow a double.
+const OVERFLOW = /[eE][+-]?\d{3}|\d{309}/;
 
 /** Whether every number in `value` is finite. Iterative (its depth was checked on the text). */
 function allFinite(value: unknown): boolean {
