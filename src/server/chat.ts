@@ -1,16 +1,14 @@
 import { randomUUID } from "node:crypto";
 import type { Context } from "hono";
-import { errorResponse } from "./errors.js";
 import { chatRequestSchema, toRunInput } from "./openai-compat.js";
-import { requestedFormat, runOutputSchema } from "./output-format.js";
 import type { ServerEnv } from "./request-log.js";
 import { answerRun } from "./respond.js";
 import {
-  agentFor,
   type EndpointDeps,
   namedSession,
   readRequest,
   runInputOf,
+  servingAgent,
   startRun,
 } from "./run-request.js";
 import { noStore } from "./sessions.js";
@@ -19,9 +17,9 @@ import { noStore } from "./sessions.js";
  * `POST /v1/chat/completions` (SPEC section 6), after auth, the JSON content type, the body
  * limit and the draining check. Order of checks: JSON (400), schema, conversation, session id and
  * `response_format` (400), the model (404), a json_schema for an agent with its own output schema
- * (400), the session (409), then an image over the agent's own limit (413). A `response_format` json_schema (or json_object) is the run's
- * output schema: the answer is its JSON. The run is aborted when the client disconnects,
- * streaming or not.
+ * (400), the session (409), then an image over the agent's own limit (413). A `response_format`
+ * json_schema (or json_object) is the run's output schema: the answer is its JSON. The run is
+ * aborted when the client disconnects, streaming or not.
  *
  * With a store, the run is stored under its id (the completion's `id`), in a session of its own,
  * or in the one named by `X-Agentloop-Session`: then the session's stored conversation is the
@@ -37,14 +35,10 @@ export async function chatCompletions(c: Context<ServerEnv>, deps: EndpointDeps)
   const named = namedSession(c);
   if (named instanceof Response) return named;
   if (named !== undefined && !deps.store) return noStore("X-Agentloop-Session");
-  const format = requestedFormat(request.response_format, "response_format", ["json_schema", "schema"]);
-  if ("param" in format)
-    return errorResponse(400, format.message, "invalid_request", { param: format.param });
-  const found = agentFor(deps, request.model ?? undefined);
-  if (found instanceof Response) return found;
-  const [model, agent] = found;
-  const outputSchema = runOutputSchema(agent, model, format, "response_format");
-  if (outputSchema instanceof Response) return outputSchema;
+  const format = request.response_format;
+  const served = servingAgent(deps, request.model, format, "response_format", ["json_schema", "schema"]);
+  if (served instanceof Response) return served;
+  const { model, agent, outputSchema } = served;
 
   const id = `chatcmpl-${randomUUID()}`;
   const { store } = deps;

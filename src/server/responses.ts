@@ -5,17 +5,16 @@ import type { Message } from "../core/messages.js";
 import { echoed } from "../core/redact.js";
 import type { SessionStore } from "../store/types.js";
 import { errorResponse } from "./errors.js";
-import { requestedFormat, runOutputSchema } from "./output-format.js";
 import type { ServerEnv } from "./request-log.js";
 import { answerRun } from "./respond.js";
 import { responsesRequestSchema, toResponsesRunInput } from "./responses-input.js";
 import { ResponsesMapper } from "./responses-map.js";
 import {
-  agentFor,
   type EndpointDeps,
   namedSession,
   readRequest,
   runInputOf,
+  servingAgent,
   startRun,
 } from "./run-request.js";
 import { conflict, noStore } from "./sessions.js";
@@ -86,14 +85,9 @@ export async function createResponse(c: Context<ServerEnv>, deps: EndpointDeps):
     if (before instanceof Response) return before;
     history = [...before, ...input.history];
   }
-  const format = requestedFormat(request.text?.format, "text.format", ["schema"]);
-  if ("param" in format)
-    return errorResponse(400, format.message, "invalid_request", { param: format.param });
-  const found = agentFor(deps, request.model ?? undefined);
-  if (found instanceof Response) return found;
-  const [model, agent] = found;
-  const outputSchema = runOutputSchema(agent, model, format, "text.format");
-  if (outputSchema instanceof Response) return outputSchema;
+  const served = servingAgent(deps, request.model, request.text?.format, "text.format", ["schema"]);
+  if (served instanceof Response) return served;
+  const { model, agent, outputSchema } = served;
 
   const id = `resp_${randomUUID().replaceAll("-", "")}`;
   const kept = store !== undefined && (request.store !== false || named !== undefined);

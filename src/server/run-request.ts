@@ -8,6 +8,7 @@ import { SESSION_ID_PATTERN, type SessionStore } from "../store/types.js";
 import type { JsonSchema } from "../tools/tool.js";
 import { errorResponse } from "./errors.js";
 import { describeRequestIssue, type RequestProblem, type RunInput } from "./openai-compat.js";
+import { requestedFormat, runOutputSchema } from "./output-format.js";
 import type { ServerEnv } from "./request-log.js";
 import type { AnswerDeps, RunAnswer } from "./respond.js";
 import { conflict, releaser, SESSION_HEADER, storedRun, takeSession } from "./sessions.js";
@@ -64,6 +65,30 @@ export function agentFor(deps: EndpointDeps, requested: string | undefined): [st
   if (agent) return [model, agent];
   const message = `The model '${echoed(model)}' does not exist: GET /v1/models lists the served agents.`;
   return errorResponse(404, message, "model_not_found", { param: "model" });
+}
+
+/**
+ * What answers a request: the agent it names (`model`, or the default) and the run's output schema
+ * from the structured output it asks for (`format`, at `param`; `schemaAt`: where a json_schema
+ * keeps its schema). Or the error response: a format that cannot be read (400), an unknown model
+ * (404), a json_schema for an agent with an output schema of its own (400).
+ */
+export function servingAgent(
+  deps: EndpointDeps,
+  requested: string | null | undefined,
+  format: unknown,
+  param: string,
+  schemaAt: readonly string[],
+): { model: string; agent: AnyAgent; outputSchema: JsonSchema | undefined } | Response {
+  const wanted = requestedFormat(format, param, schemaAt);
+  if ("param" in wanted)
+    return errorResponse(400, wanted.message, "invalid_request", { param: wanted.param });
+  const found = agentFor(deps, requested ?? undefined);
+  if (found instanceof Response) return found;
+  const [model, agent] = found;
+  const outputSchema = runOutputSchema(agent, model, wanted, param);
+  if (outputSchema instanceof Response) return outputSchema;
+  return { model, agent, outputSchema };
 }
 
 /** A run to start, once its request passed the endpoint's own checks. */
