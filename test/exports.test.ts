@@ -7,6 +7,10 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 const dist = (path: string) => readFileSync(new URL(`../dist/${path}`, import.meta.url), "utf8");
 
+const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+  exports: Record<string, string | { types: string }>;
+};
+
 /** Every relative import reachable from a built entry point. */
 function reachable(entry: string, seen = new Set<string>()): Set<string> {
   if (seen.has(entry)) return seen;
@@ -39,6 +43,235 @@ function filesLoadedBy(code: string): string[] {
   return (JSON.parse(child.stdout) as string[])
     .filter((url) => url.startsWith("file:"))
     .map((url) => fileURLToPath(url).slice(ROOT.length));
+}
+
+/**
+ * The names (values and types) an entry point's built declarations export: each listed by name,
+ * none through `export *`, which would pass on whatever an implementation file exports.
+ */
+function declaredNames(declarations: string): string[] {
+  const source = readFileSync(new URL(`../${declarations}`, import.meta.url), "utf8");
+  expect(source, declarations).not.toMatch(/^export \*/m);
+  const names = new Set<string>();
+  for (const [, list = ""] of source.matchAll(/^export (?:type )?\{([^}]*)\}/gm)) {
+    for (const item of list.split(",")) {
+      const name = item
+        .trim()
+        .replace(/^type /, "")
+        .split(" as ")
+        .pop()
+        ?.trim();
+      if (name) names.add(name);
+    }
+  }
+  const declared =
+    /^export (?:declare )?(?:abstract )?(?:function|const|let|class|interface|type|enum) ([\w$]+)/gm;
+  for (const [, name = ""] of source.matchAll(declared)) names.add(name);
+  return [...names].sort();
+}
+
+/**
+ * Every entry point's public names: what a user may import from it. A name added or removed here
+ * is a change of the package's API; implementation helpers (request mappers, stream assemblers,
+ * test and CLI helpers) are imported from their modules, never through an entry point.
+ */
+const ENTRY_POINTS: Record<string, { values: string[]; types: string[] }> = {
+  ".": {
+    values: [
+      "Agent",
+      "AgentloopError",
+      "DEFAULTS",
+      "DEFAULT_PRICES",
+      "RUN_STATE_VERSION",
+      "RunHandle",
+      "Session",
+      "calculator",
+      "contextManager",
+      "contextWindowFor",
+      "convertTemperature",
+      "defineTool",
+      "getCurrentTime",
+      "tokenCounterFor",
+      "toolOutput",
+      "truncateToTokens",
+    ],
+    types: [
+      "AgentEvent",
+      "AgentEventBody",
+      "AgentEventType",
+      "AgentOptions",
+      "AnyAgent",
+      "ApprovalDecision",
+      "AssistantMessage",
+      "Budget",
+      "ContextManager",
+      "ContextOptions",
+      "GuardState",
+      "ImageInput",
+      "IterationRecord",
+      "JsonSchema",
+      "JsonSchemaToolDefinition",
+      "MediaPart",
+      "Message",
+      "Mode",
+      "Model",
+      "ModelError",
+      "ModelEvent",
+      "ModelPrice",
+      "ModelReply",
+      "ModelRequest",
+      "OutputOf",
+      "OutputSchema",
+      "PendingApproval",
+      "PendingCalls",
+      "PriceTable",
+      "ResumeOptions",
+      "RunOptions",
+      "RunResult",
+      "RunResultFields",
+      "RunState",
+      "RunStatus",
+      "StopOutcome",
+      "StopReason",
+      "TextInput",
+      "TokenCounter",
+      "Tool",
+      "ToolAnnotations",
+      "ToolCall",
+      "ToolContext",
+      "ToolMessage",
+      "ToolOutput",
+      "ToolProtocol",
+      "ToolSpec",
+      "Usage",
+      "UserInput",
+      "UserMessage",
+      "ZodToolDefinition",
+    ],
+  },
+  "./openai": {
+    values: ["openAIChatModel", "openAIResponsesModel"],
+    types: ["OpenAIChatModelOptions", "OpenAIResponsesModelOptions"],
+  },
+  "./anthropic": {
+    values: ["anthropicModel"],
+    types: ["AnthropicModelOptions", "AnthropicStructuredOutput"],
+  },
+  "./mcp": {
+    values: [
+      "TokenStoreError",
+      "connectMcpServers",
+      "fileTokenStore",
+      "formDefaults",
+      "memoryTokenStore",
+      "openInBrowser",
+    ],
+    types: [
+      "ConnectMcpOptions",
+      "ElicitationContent",
+      "ElicitationField",
+      "ElicitationForm",
+      "ElicitationHandler",
+      "ElicitationRequest",
+      "ElicitationResult",
+      "McpHttpServerConfig",
+      "McpOAuthConfig",
+      "McpOAuthRecord",
+      "McpPromptInfo",
+      "McpRoot",
+      "McpServerConfig",
+      "McpServerOptions",
+      "McpServerStatus",
+      "McpStdioServerConfig",
+      "McpTokenStore",
+      "McpToolFilter",
+      "McpToolSource",
+      "McpToolset",
+      "McpTransportKind",
+      "McpTransportServerConfig",
+    ],
+  },
+  "./server": {
+    values: ["createApp"],
+    types: [
+      "AgentServer",
+      "Chunk",
+      "ClientKey",
+      "Completion",
+      "Metrics",
+      "OpenAIErrorBody",
+      "RunView",
+      "ServerEnv",
+      "ServerOptions",
+      "ShutdownOptions",
+      "WireUsage",
+    ],
+  },
+  "./store": {
+    values: ["SESSION_ID_PATTERN", "StoreError", "memoryStore", "postgresStore", "sqliteStore"],
+    types: [
+      "Checkpoint",
+      "Json",
+      "PostgresStoreOptions",
+      "RunRecord",
+      "RunRecordInput",
+      "RunRecordStatus",
+      "SessionHandle",
+      "SessionStore",
+      "SessionSummary",
+      "SqliteStoreOptions",
+      "StoreErrorCode",
+      "StoredSession",
+      "TakeOver",
+    ],
+  },
+  "./testing": {
+    values: [
+      "DEMO_QUESTIONS",
+      "demoModel",
+      "scriptedModel",
+      "startFakeAnthropicServer",
+      "startFakeOpenAIServer",
+      "startFakeResponsesServer",
+    ],
+    types: [
+      "FakeAnthropicReply",
+      "FakeAnthropicResponder",
+      "FakeAnthropicResponse",
+      "FakeAnthropicServer",
+      "FakeAnthropicToolCall",
+      "FakeFault",
+      "FakeOpenAIServer",
+      "FakeReply",
+      "FakeRequest",
+      "FakeResponder",
+      "FakeResponse",
+      "FakeResponsesReply",
+      "FakeResponsesResponder",
+      "FakeResponsesResponse",
+      "FakeResponsesServer",
+      "FakeToolCall",
+      "ScriptedError",
+      "ScriptedModel",
+      "ScriptedModelOptions",
+      "ScriptedReply",
+      "ScriptedResponder",
+      "ScriptedStep",
+    ],
+  },
+};
+
+/** What each entry point of package.json exports: its values (at run time) and its types. */
+async function publicSurface(): Promise<Record<string, { values: string[]; types: string[] }>> {
+  const surface: Record<string, { values: string[]; types: string[] }> = {};
+  for (const [entry, target] of Object.entries(pkg.exports)) {
+    if (entry === "./package.json") continue;
+    const values = Object.keys(await import(`agentloop-runtime${entry.slice(1)}`)).sort();
+    const declared = declaredNames(typeof target === "string" ? target : target.types);
+    expect(declared, entry).toEqual(expect.arrayContaining(values));
+    surface[entry] = { values, types: declared.filter((name) => !values.includes(name)) };
+  }
+  return surface;
 }
 
 describe("what importing agentloop loads", () => {
@@ -86,24 +319,7 @@ describe("public surface", () => {
 
   it("exposes the documented entry points", async () => {
     const root = await import("agentloop-runtime");
-    expect(Object.keys(root).sort()).toEqual([
-      "Agent",
-      "AgentloopError",
-      "DEFAULTS",
-      "DEFAULT_PRICES",
-      "RUN_STATE_VERSION",
-      "RunHandle",
-      "Session",
-      "calculator",
-      "contextManager",
-      "contextWindowFor",
-      "convertTemperature",
-      "defineTool",
-      "getCurrentTime",
-      "tokenCounterFor",
-      "toolOutput",
-      "truncateToTokens",
-    ]);
+    expect(Object.keys(root).sort()).toEqual(ENTRY_POINTS["."]?.values);
     const testing = await import("agentloop-runtime/testing");
     expect(typeof testing.scriptedModel).toBe("function");
     expect(typeof testing.startFakeOpenAIServer).toBe("function");
@@ -119,12 +335,25 @@ describe("public surface", () => {
     const mcp = await import("agentloop-runtime/mcp");
     expect(typeof mcp.connectMcpServers).toBe("function");
     const store = await import("agentloop-runtime/store");
-    expect(Object.keys(store).sort()).toEqual([
-      "SESSION_ID_PATTERN",
-      "StoreError",
-      "memoryStore",
-      "postgresStore",
-      "sqliteStore",
-    ]);
+    expect(Object.keys(store).sort()).toEqual(ENTRY_POINTS["./store"]?.values);
+  });
+});
+
+describe("every entry point's names", () => {
+  it("are pinned, for every entry point of package.json, values and types alike, none through export *", async () => {
+    expect(await publicSurface()).toEqual(ENTRY_POINTS);
+  });
+
+  it("name one thing once: no name is exported by two entry points (one RunStatus)", async () => {
+    const seen = new Map<string, string>();
+    const twice: string[] = [];
+    for (const [entry, { values, types }] of Object.entries(await publicSurface())) {
+      for (const name of [...values, ...types]) {
+        const other = seen.get(name);
+        if (other !== undefined) twice.push(`${name} (${other} and ${entry})`);
+        seen.set(name, entry);
+      }
+    }
+    expect(twice).toEqual([]);
   });
 });

@@ -7,11 +7,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { Agent } from "../src/agent/agent.js";
 import type { AgentEvent, RunResult } from "../src/core/events.js";
 import type { ModelEvent } from "../src/models/adapter.js";
-import {
-  DEFAULT_IDLE_TIMEOUT_MS,
-  type OpenAIChatModelOptions,
-  openAIChatModel,
-} from "../src/models/openai-chat.js";
+import { type OpenAIChatModelOptions, openAIChatModel } from "../src/models/openai-chat.js";
+import { DEFAULT_IDLE_TIMEOUT_MS } from "../src/models/request-guard.js";
 import {
   type FakeOpenAIServer,
   type FakeResponder,

@@ -6,7 +6,8 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { errorMessage } from "../src/core/errors.js";
-import { connectMcpServers, type McpToolset, runningChildPids } from "../src/mcp/index.js";
+import { runningChildPids } from "../src/mcp/children.js";
+import { connectMcpServers, type McpToolset } from "../src/mcp/index.js";
 import { call, isAlive, pidOf, until } from "./support/mcp-helpers.js";
 
 const TEST_SERVER = fileURLToPath(new URL("./support/mcp-test-server.mjs", import.meta.url));

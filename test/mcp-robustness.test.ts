@@ -9,7 +9,8 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { AgentloopError, errorMessage } from "../src/core/errors.js";
-import { connectMcpServers, type McpServerConfig, runningChildPids } from "../src/mcp/index.js";
+import { runningChildPids } from "../src/mcp/children.js";
+import { connectMcpServers, type McpServerConfig } from "../src/mcp/index.js";
 import { call, isAlive, pidOf, until } from "./support/mcp-helpers.js";
 
 const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));

@@ -20,11 +20,8 @@ import type { Message } from "../src/core/messages.js";
 import type { Model, ModelEvent, ModelReply } from "../src/models/adapter.js";
 import { anthropicModel } from "../src/models/anthropic.js";
 import { openAIChatModel } from "../src/models/openai-chat.js";
-import {
-  openAIResponsesModel,
-  RESPONSES_DATA_KEY,
-  type ResponsesData,
-} from "../src/models/openai-responses.js";
+import { openAIResponsesModel } from "../src/models/openai-responses.js";
+import { RESPONSES_DATA_KEY, type ResponsesData } from "../src/models/openai-responses-wire.js";
 import { startFakeAnthropicServer } from "../src/testing/fake-anthropic-server.js";
 import { startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { type FakeResponsesServer, startFakeResponsesServer } from "../src/testing/fake-responses-server.js";

@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Agent } from "../src/index.js";
+import { memoryStore } from "../src/store/index.js";
 import { scriptedModel } from "../src/testing/index.js";
 import { listen } from "./support/listen.js";
 
@@ -70,6 +71,38 @@ describe("chat completions with images", () => {
       message:
         "Image 1 is 208 bytes, over the 100 bytes limit for an image: send a smaller or downscaled image.",
     });
+  });
+});
+
+describe("an image over the agent's limit, on both endpoints", () => {
+  it("is a 413 image_too_large on chat completions and on /v1/responses, and the named session is free again", async () => {
+    const agent = new Agent({ model: scriptedModel([]), maxImageBytes: 100 });
+    const { baseURL } = await listen({ agents: { eye: agent }, store: memoryStore() });
+    const bodies = {
+      "chat/completions": {
+        messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: PNG_URL } }] }],
+      },
+      responses: {
+        input: [{ role: "user", content: [{ type: "input_image", image_url: PNG_URL, detail: "auto" }] }],
+      },
+    };
+    for (const [path, body] of Object.entries(bodies)) {
+      for (let i = 0; i < 2; i++) {
+        const res = await fetch(`${baseURL}/${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-agentloop-session": "s1" },
+          body: JSON.stringify(body),
+        });
+        expect({ path, status: res.status }).toEqual({ path, status: 413 });
+        expect(await errorOf(res)).toEqual({
+          type: "invalid_request_error",
+          code: "image_too_large",
+          param: null,
+          message:
+            "Image 1 is 208 bytes, over the 100 bytes limit for an image: send a smaller or downscaled image.",
+        });
+      }
+    }
   });
 });
 

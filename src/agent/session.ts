@@ -1,6 +1,6 @@
 import type { Message } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
-import type { Json, RunStatus, SessionHandle, SessionStore, TakeOver } from "../store/types.js";
+import type { Json, RunRecordStatus, SessionHandle, SessionStore, TakeOver } from "../store/types.js";
 import { checkRunState, inCallOrder } from "./state.js";
 
 /**
@@ -78,7 +78,7 @@ export class Session {
   }
 }
 
-const STATUS: Record<RunState["status"], RunStatus> = {
+const STATUS: Record<RunState["status"], RunRecordStatus> = {
   running: "running",
   awaiting_approval: "waiting",
   awaiting_answer: "waiting",

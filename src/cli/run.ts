@@ -179,7 +179,10 @@ export async function loadTools(
   const reserved = [...local, ...(settings.mode === "explicit" ? loopBreakingTools() : [])].map(
     (t) => t.name,
   );
-  const { connectMcpServers, mcpResultToText } = await import("../mcp/index.js");
+  const [{ connectMcpServers }, { mcpResultToText }] = await Promise.all([
+    import("../mcp/index.js"),
+    import("../mcp/result.js"),
+  ]);
   // A person at the terminal can sign in to a server that asks; otherwise stored tokens only.
   const { browserSignIn } = await import("./mcp-login.js");
   const mcp = await connectMcpServers(settings.mcpServers, {

@@ -1,4 +1,5 @@
-export { runningChildPids } from "./children.js";
+// `agentloop-runtime/mcp`: connecting MCP servers, their OAuth token stores and elicitation forms.
+// Test and CLI helpers are imported from their modules, not from here.
 export type {
   ConnectMcpOptions,
   McpPromptInfo,
@@ -26,10 +27,7 @@ export type {
   ElicitationResult,
 } from "./elicitation.js";
 export { formDefaults } from "./elicitation.js";
-export { assignToolNames, toolNameFor } from "./names.js";
 export { openInBrowser } from "./oauth-browser.js";
 export type { McpOAuthRecord, McpTokenStore } from "./oauth-store.js";
-export { defaultTokenDirectory, fileTokenStore, memoryTokenStore, TokenStoreError } from "./oauth-store.js";
-export type { McpToolResult } from "./result.js";
-export { mcpResultToText } from "./result.js";
+export { fileTokenStore, memoryTokenStore, TokenStoreError } from "./oauth-store.js";
 export type { McpRoot } from "./server-requests.js";

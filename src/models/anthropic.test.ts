@@ -12,7 +12,8 @@ import {
 import { describeTransport } from "../../test/support/transport-contract.js";
 import { startFakeAnthropicServer } from "../testing/fake-anthropic-server.js";
 import type { ModelEvent, ModelRequest } from "./adapter.js";
-import { type AnthropicModelOptions, anthropicModel, DEFAULT_IDLE_TIMEOUT_MS } from "./anthropic.js";
+import { type AnthropicModelOptions, anthropicModel } from "./anthropic.js";
+import { DEFAULT_IDLE_TIMEOUT_MS } from "./request-guard.js";
 
 const KEY = "sk-ant-api03-test-key-0000";
 const serve = fakeServerPerTest(startFakeAnthropicServer);

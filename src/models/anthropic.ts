@@ -28,9 +28,8 @@ import {
 } from "./request-guard.js";
 import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
 
+// `agentloop-runtime/anthropic`: this module's exports are the entry point's (test/exports.test.ts pins them).
 export type { AnthropicStructuredOutput } from "./anthropic-parts.js";
-export { AnthropicStreamAssembler, toAnthropicMessages, toAnthropicRequestBody } from "./anthropic-wire.js";
-export { DEFAULT_IDLE_TIMEOUT_MS } from "./request-guard.js";
 
 /**
  * The Anthropic Messages adapter (api.anthropic.com and servers that speak its protocol). HTTP,
@@ -90,9 +89,6 @@ export interface AnthropicModelOptions {
 
 const DEFAULT_MAX_RETRIES = 3;
 
-/** What `toAnthropicModelError` needs to know about the request that failed. */
-export type AnthropicErrorContext = ModelErrorContext;
-
 /** The `@anthropic-ai/sdk` client's error classes, for the shared classification. */
 function sdkError(error: unknown): SdkError | undefined {
   if (error instanceof APIUserAbortError) return { kind: "abort" };
@@ -111,7 +107,7 @@ function sdkError(error: unknown): SdkError | undefined {
 }
 
 /** Classifies anything thrown during a request as a one-line, secret-free `ModelError`. */
-export function toAnthropicModelError(error: unknown, ctx: AnthropicErrorContext): ModelError {
+function toAnthropicModelError(error: unknown, ctx: ModelErrorContext): ModelError {
   // The SDK's own complaint when a client brought by the caller has no credential.
   const noKey = !(error instanceof APIError) && /Could not resolve authentication method/.test(String(error));
   const failure = noKey

@@ -14,12 +14,9 @@ import type { Message } from "../core/messages.js";
 import { redactSecrets } from "../core/redact.js";
 import { startFakeOpenAIServer } from "../testing/fake-openai-server.js";
 import type { ModelEvent, ModelRequest } from "./adapter.js";
-import {
-  DEFAULT_IDLE_TIMEOUT_MS,
-  type OpenAIChatModelOptions,
-  openAIChatModel,
-  toChatMessages,
-} from "./openai-chat.js";
+import { type OpenAIChatModelOptions, openAIChatModel } from "./openai-chat.js";
+import { toChatMessages } from "./openai-wire.js";
+import { DEFAULT_IDLE_TIMEOUT_MS } from "./request-guard.js";
 
 const serve = fakeServerPerTest(startFakeOpenAIServer);
 

@@ -31,16 +31,6 @@ import {
 } from "./request-guard.js";
 import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
 
-export type { ModelErrorContext } from "./model-errors.js";
-export {
-  type ChatRequestOptions,
-  defaultSystemRole,
-  type SystemRole,
-  toChatMessages,
-  toChatRequestBody,
-} from "./openai-wire.js";
-export { DEFAULT_IDLE_TIMEOUT_MS } from "./request-guard.js";
-
 /**
  * The OpenAI-compatible Chat Completions adapter (OpenAI, Azure OpenAI, AI DIAL, Ollama, vLLM,
  * llama.cpp server, LM Studio, OpenRouter, groq, DeepSeek...). HTTP, SSE parsing and retries are

@@ -12,13 +12,9 @@ import { describeTransport } from "../../test/support/transport-contract.js";
 import type { AssistantMessage } from "../core/messages.js";
 import { startFakeResponsesServer } from "../testing/fake-responses-server.js";
 import type { ModelRequest } from "./adapter.js";
-import {
-  DEFAULT_IDLE_TIMEOUT_MS,
-  type OpenAIResponsesModelOptions,
-  openAIResponsesModel,
-  RESPONSES_DATA_KEY,
-  type ReasoningRef,
-} from "./openai-responses.js";
+import { type OpenAIResponsesModelOptions, openAIResponsesModel } from "./openai-responses.js";
+import { RESPONSES_DATA_KEY, type ReasoningRef } from "./openai-responses-wire.js";
+import { DEFAULT_IDLE_TIMEOUT_MS } from "./request-guard.js";
 
 const serve = fakeServerPerTest(startFakeResponsesServer);
 

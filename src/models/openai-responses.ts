@@ -14,19 +14,6 @@ import {
 import { ResponsesStreamAssembler } from "./responses-assembler.js";
 import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
 
-export {
-  isReasoningModel,
-  type OutputRef,
-  RESPONSES_DATA_KEY,
-  type ReasoningRef,
-  type ResponsesData,
-  type ResponsesRequestOptions,
-  toResponsesInput,
-  toResponsesRequestBody,
-} from "./openai-responses-wire.js";
-export { DEFAULT_IDLE_TIMEOUT_MS } from "./request-guard.js";
-export { ResponsesStreamAssembler } from "./responses-assembler.js";
-
 /**
  * The OpenAI Responses API adapter (`POST /v1/responses`: api.openai.com, and servers that speak
  * it: Azure OpenAI's v1 API, xAI, LM Studio, Ollama, vLLM, OpenRouter, GitHub Copilot...). HTTP,

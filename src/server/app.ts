@@ -4,7 +4,7 @@ import { secureHeaders } from "hono/secure-headers";
 import type { AnyAgent } from "../agent/agent.js";
 import { echoed, redactSecrets } from "../core/redact.js";
 import type { SessionStore } from "../store/types.js";
-import { type ChatDeps, chatCompletions } from "./chat.js";
+import { chatCompletions } from "./chat.js";
 import { errorResponse, MAX_SHOWN_CHARS, type Redact, unexpectedErrorResponse } from "./errors.js";
 import { type AcceptedKey, acceptedKey, bearerKey, hostGuard, jsonBody, originGuard } from "./guards.js";
 import { Metrics } from "./metrics.js";
@@ -12,6 +12,7 @@ import { resumeOrphans } from "./orphans.js";
 import { type ClientKey, clientKeysProblem, DEFAULT_OWNER, ownedStore } from "./owners.js";
 import { requestLog, type ServerEnv } from "./request-log.js";
 import { createResponse } from "./responses.js";
+import type { EndpointDeps } from "./run-request.js";
 import { continueRun, getRun } from "./run-routes.js";
 import { RunTracker } from "./runs.js";
 import { measuredStore, pingStore } from "./store-metrics.js";
@@ -207,7 +208,7 @@ export function createApp(options: ServerOptions): AgentServer {
     maxSize: options.maxBodyBytes ?? 8 * 1024 * 1024,
     onError: () => errorResponse(413, "Request body too large.", "request_too_large"),
   });
-  const deps: ChatDeps = {
+  const deps: EndpointDeps = {
     agents: options.agents,
     defaultModel,
     store,
@@ -222,7 +223,7 @@ export function createApp(options: ServerOptions): AgentServer {
     return errorResponse(503, "The server is shutting down: retry on another instance.", "shutting_down");
   };
   // A client with its own key sees its own runs and sessions only.
-  const depsOf = (c: Context<ServerEnv>): ChatDeps => {
+  const depsOf = (c: Context<ServerEnv>): EndpointDeps => {
     const owner = c.get("owner");
     return owner === undefined || !store ? deps : { ...deps, store: ownedStore(store, owner) };
   };

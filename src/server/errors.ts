@@ -151,13 +151,35 @@ export function storeFailure(
   };
 }
 
-/** A 500 for anything unexpected; an `AgentloopError` (a caller error of the core) keeps its code; a store failure is a 503 (409 when the run was taken over). */
+/**
+ * The status of an `AgentloopError` the core threw at the start of a run: the request's image is
+ * the client's to fix (413 over the agent's size limit, 400 not an image); anything else is the
+ * server's (500).
+ */
+function agentloopErrorStatus(code: string): ErrorStatus {
+  switch (code) {
+    case "image_too_large":
+      return 413;
+    case "invalid_image":
+      return 400;
+    default:
+      return 500;
+  }
+}
+
+/**
+ * The answer of an error no endpoint answered itself (the app's `onError`): an `AgentloopError` (a
+ * caller error of the core) keeps its code, with the status `agentloopErrorStatus` says; a store
+ * failure is a 503 (409 when the run was taken over); anything else a 500.
+ */
 export function unexpectedErrorResponse(error: unknown, redact: Redact): Response {
   if (error instanceof StoreError) {
     const { status, message, code } = storeFailure(error, undefined);
     return errorResponse(status, redact(message), code);
   }
-  if (error instanceof AgentloopError) return errorResponse(500, redact(error.message), error.code);
+  if (error instanceof AgentloopError) {
+    return errorResponse(agentloopErrorStatus(error.code), redact(error.message), error.code);
+  }
   return errorResponse(500, redact(`Internal server error: ${errorMessage(error)}`), "internal_error");
 }
 

@@ -69,6 +69,101 @@ export function wireUsage(usage: Usage): WireUsage {
 }
 
 /**
+ * What both wires (`ChunkMapper`, `ResponsesMapper`) keep of a run's text and its end, and the
+ * decisions about the end, written once: the text streamed so far (each iteration's after a
+ * blank line), the `error` events held until the run's end tells whether one ends it, what ends
+ * the text (`tail`), the `turn_complete` event to send, the error of an error stop.
+ */
+export class RunTranscript {
+  /** All assistant text streamed so far. */
+  text = "";
+  private iterationHasText = false;
+  /** The full text of the last `message` event (an answer streamed as it was generated). */
+  private lastMessage = "";
+  private complete: TurnComplete | undefined;
+  /** The last `error` event, held until the run's end. */
+  error: ErrorEvent | undefined;
+
+  /** `typed`: the run has an output schema, so it streams no text (its answer's JSON comes in the tail). */
+  constructor(readonly typed: boolean) {}
+
+  /**
+   * Takes what `event` tells of the text and the end. For a `message_delta`, returns the text to
+   * stream (after a blank line when it starts an iteration's text), or "" for none; else "".
+   */
+  take(event: AgentEvent): string {
+    switch (event.type) {
+      case "iteration_start":
+        this.iterationHasText = false;
+        return "";
+      case "message_delta": {
+        if (event.text === "" || this.typed) return "";
+        const text = !this.iterationHasText && this.text !== "" ? `\n\n${event.text}` : event.text;
+        this.iterationHasText = true;
+        this.text += text;
+        return text;
+      }
+      case "message":
+        this.lastMessage = event.content;
+        return "";
+      case "error":
+        this.error = event;
+        return "";
+      case "turn_complete":
+        this.complete = event;
+        return "";
+      default:
+        return "";
+    }
+  }
+
+  /**
+   * What ends the text, with its separator: the run's output when it was not streamed as text (a
+   * loop-breaking tool's, a typed run's JSON), and the calls a run stopped on `approval_required`
+   * waits for.
+   */
+  tail(result: RunResult): string {
+    const parts: string[] = [];
+    if (this.typed) {
+      if (result.output !== undefined && result.text !== "") parts.push(result.text);
+    } else {
+      // A final answer was streamed as it came.
+      const streamed = result.stopReason === "final_answer" && this.lastMessage !== "";
+      if (!streamed && result.text !== "" && !this.text.endsWith(result.text)) parts.push(result.text);
+    }
+    if (result.pendingApprovals?.length) parts.push(waitingFor(result.pendingApprovals));
+    if (parts.length === 0) return "";
+    return (this.text === "" ? "" : "\n\n") + parts.join("\n\n");
+  }
+
+  /** The run's `turn_complete` event: the one it sent, or one made from its result. */
+  turnComplete(result: RunResult): TurnComplete {
+    return (
+      this.complete ?? {
+        type: "turn_complete",
+        ...stopOutcomeOf(result),
+        iterations: result.iterations,
+        output: result.text,
+        usage: result.usage,
+        runId: result.runId,
+      }
+    );
+  }
+
+  /** The `error` event that ends a run stopped on an error: the one it sent, or one made from its result. */
+  stopError(result: RunResult): ErrorEvent {
+    return (
+      this.error ?? {
+        type: "error",
+        message: result.error?.message ?? `The run stopped: ${result.stopReason}.`,
+        code: result.error?.code ?? result.stopReason,
+        runId: result.runId,
+      }
+    );
+  }
+}
+
+/**
  * Turns one run's events into OpenAI chunks; pure apart from what it remembers of the run.
  *
  * - Content: all assistant text streams as `delta.content` as it is generated, the narration
@@ -90,20 +185,17 @@ export function wireUsage(usage: Usage): WireUsage {
  *   still close the choice.
  */
 export class ChunkMapper {
-  private text = "";
   private thinking = "";
-  private iterationHasText = false;
-  /** The full text of the last `message` event (an answer streamed as it was generated). */
-  private lastMessage = "";
-  private complete: TurnComplete | undefined;
-  private error: ErrorEvent | undefined;
+  private readonly run: RunTranscript;
 
   constructor(
     private readonly id: string,
     private readonly model: string,
     private readonly created: number,
-    private readonly typed = false,
-  ) {}
+    typed = false,
+  ) {
+    this.run = new RunTranscript(typed);
+  }
 
   chunk(
     delta: Chunk["choices"][number]["delta"],
@@ -124,33 +216,23 @@ export class ChunkMapper {
   /** The chunks for one event, in order; none for events that carry nothing for the client yet. */
   map(event: AgentEvent): Chunk[] {
     switch (event.type) {
-      case "iteration_start":
-        this.iterationHasText = false;
-        return [];
       case "message_delta": {
-        if (event.text === "" || this.typed) return [];
-        const separator = !this.iterationHasText && this.text !== "" ? "\n\n" : "";
-        this.iterationHasText = true;
-        this.text += separator + event.text;
-        return [this.chunk({ content: separator + event.text })];
+        const text = this.run.take(event);
+        return text === "" ? [] : [this.chunk({ content: text })];
       }
       case "thinking":
         this.thinking += event.text;
         return event.text === "" ? [] : [this.chunk({ reasoning_content: event.text })];
-      case "message":
-        this.lastMessage = event.content;
-        return [];
       case "tool_call":
       case "tool_progress":
       case "tool_result":
       case "approval_request":
         return [this.chunk({}, event)];
-      case "error":
-        // Held until `turn_complete` tells whether it ends the run (then it is the last chunk).
-        this.error = event;
-        return [];
+      case "iteration_start":
+      case "message":
+      case "error": // held until the end tells whether it ends the run (then it is the last chunk)
       case "turn_complete":
-        this.complete = event;
+        this.run.take(event);
         return [];
     }
   }
@@ -162,23 +244,18 @@ export class ChunkMapper {
    */
   finish(result: RunResult, includeUsage: boolean, cut?: ErrorEvent): Chunk[] {
     const chunks: Chunk[] = [];
-    const tail = this.tail(result);
+    const { run } = this;
+    const tail = run.tail(result);
     if (tail !== "") chunks.push(this.chunk({ content: tail }));
-    const complete = this.turnComplete(result);
+    const complete = run.turnComplete(result);
     const reason = finishReason(result.stopReason);
     if (cut) {
-      if (this.error) chunks.push(this.chunk({}, this.error));
+      if (run.error) chunks.push(this.chunk({}, run.error));
       chunks.push(this.chunk({}, complete), this.chunk({}, cut, "stop"));
     } else if (reason === undefined) {
-      const error: ErrorEvent = this.error ?? {
-        type: "error",
-        message: result.error?.message ?? `The run stopped: ${result.stopReason}.`,
-        code: result.error?.code ?? result.stopReason,
-        runId: result.runId,
-      };
-      chunks.push(this.chunk({}, complete), this.chunk({}, error, "stop"));
+      chunks.push(this.chunk({}, complete), this.chunk({}, run.stopError(result), "stop"));
     } else {
-      if (this.error) chunks.push(this.chunk({}, this.error));
+      if (run.error) chunks.push(this.chunk({}, run.error));
       chunks.push(this.chunk({}, complete, reason));
     }
     if (includeUsage) chunks.push({ ...this.chunk({}), choices: [], usage: wireUsage(result.usage) });
@@ -200,7 +277,7 @@ export class ChunkMapper {
           index: 0,
           message: {
             role: "assistant",
-            content: this.text + this.tail(result),
+            content: this.run.text + this.run.tail(result),
             refusal: null,
             ...(this.thinking !== "" && { reasoning_content: this.thinking }),
           },
@@ -209,38 +286,7 @@ export class ChunkMapper {
         },
       ],
       usage: wireUsage(result.usage),
-      agentloop: this.turnComplete(result),
+      agentloop: this.run.turnComplete(result),
     };
-  }
-
-  /**
-   * What ends the content, with its separator: the run's output when it was not streamed as
-   * text (a loop-breaking tool's), and the calls a run stopped on `approval_required` waits for.
-   */
-  private tail(result: RunResult): string {
-    const parts: string[] = [];
-    if (this.typed) {
-      if (result.output !== undefined && result.text !== "") parts.push(result.text);
-    } else {
-      // A final answer was streamed as it came.
-      const streamed = result.stopReason === "final_answer" && this.lastMessage !== "";
-      if (!streamed && result.text !== "" && !this.text.endsWith(result.text)) parts.push(result.text);
-    }
-    if (result.pendingApprovals?.length) parts.push(waitingFor(result.pendingApprovals));
-    if (parts.length === 0) return "";
-    return (this.text === "" ? "" : "\n\n") + parts.join("\n\n");
-  }
-
-  private turnComplete(result: RunResult): TurnComplete {
-    return (
-      this.complete ?? {
-        type: "turn_complete",
-        ...stopOutcomeOf(result),
-        iterations: result.iterations,
-        output: result.text,
-        usage: result.usage,
-        runId: result.runId,
-      }
-    );
   }
 }

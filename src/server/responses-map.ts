@@ -1,10 +1,8 @@
-import { type AgentEvent, type RunResult, stopOutcomeOf } from "../core/events.js";
+import type { AgentEvent, RunResult } from "../core/events.js";
 import type { Usage } from "../core/messages.js";
 import { finishReason } from "./errors.js";
-import { type ErrorEvent, waitingFor } from "./map-events.js";
+import { type ErrorEvent, RunTranscript } from "./map-events.js";
 import type { RunWire, SSEItem } from "./respond.js";
-
-type TurnComplete = Extract<AgentEvent, { type: "turn_complete" }>;
 
 /** One Responses API stream event; `agentloop` carries an event of SPEC section 3 (clients ignore it). */
 export interface ResponseEvent {
@@ -81,16 +79,14 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
   /** The item deltas go to, while one is open. */
   private current: Item | undefined;
   private openText = "";
-  /** All message text so far (the response's `output_text`). */
-  private text = "";
-  private iterationHasText = false;
-  private complete: TurnComplete | undefined;
-  private error: ErrorEvent | undefined;
+  /** The text and end of the run; its `text` is the response's `output_text`. */
+  private readonly run: RunTranscript;
 
   /** Numbered first, though sent only once the headers go (events may be mapped before). */
   private readonly opening: ResponseEvent[];
 
   constructor(private readonly base: ResponseBase) {
+    this.run = new RunTranscript(base.typed === true);
     const snapshot = this.response("in_progress", { output: [], output_text: "" });
     this.opening = [
       this.event("response.created", { response: snapshot }),
@@ -116,7 +112,7 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
       metadata: {},
       model,
       output: this.output,
-      output_text: this.text,
+      output_text: this.run.text,
       parallel_tool_calls: false,
       previous_response_id: previousResponseId,
       store,
@@ -137,31 +133,24 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
 
   map(event: AgentEvent): ResponseEvent[] {
     switch (event.type) {
-      case "iteration_start":
-        this.iterationHasText = false;
-        return [];
       case "thinking":
         return event.text === "" ? [] : this.delta("reasoning", event.text);
       case "message_delta": {
-        if (event.text === "" || this.base.typed) return [];
-        const separator = !this.iterationHasText && this.text !== "" ? "\n\n" : "";
-        this.iterationHasText = true;
-        this.text += separator + event.text;
-        return this.delta("message", separator + event.text);
+        const text = this.run.take(event);
+        return text === "" ? [] : this.delta("message", text);
       }
       case "message":
+        this.run.take(event);
         return this.close();
       case "tool_call":
       case "tool_progress":
       case "tool_result":
       case "approval_request":
         return [...this.close(), this.event("keepalive", { agentloop: event })];
-      case "error":
-        // Held until `turn_complete` tells whether it ends the run.
-        this.error = event;
-        return [];
+      case "iteration_start":
+      case "error": // held until the end tells whether it ends the run
       case "turn_complete":
-        this.complete = event;
+        this.run.take(event);
         return [];
     }
   }
@@ -229,24 +218,14 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
   }
 
   finish(result: RunResult, cut?: ErrorEvent): ResponseEvent[] {
-    const events = this.close();
-    const tail = this.tail(result);
-    if (tail !== "") {
-      this.text += tail;
-      events.push(...this.delta("message", tail), ...this.close());
-    }
-    const complete = this.turnComplete(result);
+    const events = this.closeWithTail(result);
+    const { run } = this;
+    const complete = run.turnComplete(result);
     const usage = responsesUsage(result.usage);
     const reason = finishReason(result.stopReason);
     if (cut || reason === undefined) {
-      const error: ErrorEvent = cut ??
-        this.error ?? {
-          type: "error",
-          message: result.error?.message ?? `The run stopped: ${result.stopReason}.`,
-          code: result.error?.code ?? result.stopReason,
-          runId: result.runId,
-        };
-      if (cut && this.error) events.push(this.event("keepalive", { agentloop: this.error }));
+      const error = cut ?? run.stopError(result);
+      if (cut && run.error) events.push(this.event("keepalive", { agentloop: run.error }));
       const failed = this.response("failed", { error: { code: error.code, message: error.message }, usage });
       events.push(
         this.event("keepalive", { agentloop: complete }),
@@ -254,7 +233,7 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
       );
       return events;
     }
-    if (this.error) events.push(this.event("keepalive", { agentloop: this.error }));
+    if (run.error) events.push(this.event("keepalive", { agentloop: run.error }));
     const type = reason === "length" ? "response.incomplete" : "response.completed";
     events.push(this.event(type, { response: this.final(result), agentloop: complete }));
     return events;
@@ -262,14 +241,19 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
 
   /** The response of a run that did not end on an error stop, with its `turn_complete` event as `agentloop`. */
   whole(result: RunResult): Record<string, unknown> {
-    this.close();
-    const tail = this.tail(result);
+    this.closeWithTail(result);
+    return { ...this.final(result), agentloop: this.run.turnComplete(result) };
+  }
+
+  /** Closes the open item, then sends what ends the text (`RunTranscript.tail`) as a last message item. */
+  private closeWithTail(result: RunResult): ResponseEvent[] {
+    const events = this.close();
+    const tail = this.run.tail(result);
     if (tail !== "") {
-      this.text += tail;
-      this.delta("message", tail);
-      this.close();
+      this.run.text += tail;
+      events.push(...this.delta("message", tail), ...this.close());
     }
-    return { ...this.final(result), agentloop: this.turnComplete(result) };
+    return events;
   }
 
   private final(result: RunResult): Record<string, unknown> {
@@ -287,30 +271,6 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
 
   sse(item: ResponseEvent): SSEItem {
     return { event: item.type, data: JSON.stringify(item) };
-  }
-
-  /** What ends the text, with its separator: a loop-breaking tool's output, the calls a run waits for. */
-  private tail(result: RunResult): string {
-    const parts: string[] = [];
-    if (this.base.typed) {
-      if (result.output !== undefined && result.text !== "") parts.push(result.text);
-    } else if (result.text !== "" && !this.text.endsWith(result.text)) parts.push(result.text);
-    if (result.pendingApprovals?.length) parts.push(waitingFor(result.pendingApprovals));
-    if (parts.length === 0) return "";
-    return (this.text === "" ? "" : "\n\n") + parts.join("\n\n");
-  }
-
-  private turnComplete(result: RunResult): TurnComplete {
-    return (
-      this.complete ?? {
-        type: "turn_complete",
-        ...stopOutcomeOf(result),
-        iterations: result.iterations,
-        output: result.text,
-        usage: result.usage,
-        runId: result.runId,
-      }
-    );
   }
 }
 

@@ -1,20 +1,23 @@
 import { randomUUID } from "node:crypto";
 import type { Context } from "hono";
-import type { RunHandle } from "../agent/handle.js";
-import type { Session } from "../agent/session.js";
 import { inCallOrder } from "../agent/state.js";
 import type { Message } from "../core/messages.js";
 import { echoed } from "../core/redact.js";
-import { SESSION_ID_PATTERN, type SessionStore } from "../store/types.js";
-import { agentFor, type ChatDeps, refuseInterrupted } from "./chat.js";
+import type { SessionStore } from "../store/types.js";
 import { errorResponse } from "./errors.js";
-import { describeRequestIssue } from "./openai-compat.js";
-import { requestedFormat, runOutputSchema } from "./output-format.js";
 import type { ServerEnv } from "./request-log.js";
 import { answerRun } from "./respond.js";
 import { responsesRequestSchema, toResponsesRunInput } from "./responses-input.js";
 import { ResponsesMapper } from "./responses-map.js";
-import { conflict, noStore, releaser, SESSION_HEADER, storedRun, takeSession } from "./sessions.js";
+import {
+  type EndpointDeps,
+  namedSession,
+  readRequest,
+  runInputOf,
+  servingAgent,
+  startRun,
+} from "./run-request.js";
+import { conflict, noStore } from "./sessions.js";
 
 const PREVIOUS = "previous_response_id";
 
@@ -52,7 +55,8 @@ async function conversationOf(store: SessionStore, responseId: string): Promise<
  * object, or with `stream: true` Server-Sent Events of `response.*` events (see
  * `ResponsesMapper`). Order of checks: JSON (400), schema and input (400), session header (400,
  * 501 without a store), `previous_response_id` (501 without a store, 404, 409), `text.format` (400),
- * the model (404), a json_schema for an agent with its own output schema (400), the session (409).
+ * the model (404), a json_schema for an agent with its own output schema (400), the session (409),
+ * an image over the agent's own limit (413).
  * A `text.format` json_schema (or json_object) is the run's output schema: the answer is its JSON.
  *
  * With a store (and unless the request says `store: false`), the run is stored under its id (the
@@ -60,30 +64,14 @@ async function conversationOf(store: SessionStore, responseId: string): Promise<
  * `previous_response_id`: its conversation is the history, the request's input comes after it.
  * `X-Agentloop-Session` names a session to continue instead, as for chat completions.
  */
-export async function createResponse(c: Context<ServerEnv>, deps: ChatDeps): Promise<Response> {
-  let raw: unknown;
-  try {
-    raw = await c.req.json();
-  } catch {
-    return errorResponse(400, "The request body is not valid JSON.", "invalid_json");
-  }
-  const parsed = responsesRequestSchema.safeParse(raw);
-  if (!parsed.success) {
-    const { message, param } = describeRequestIssue(parsed.error);
-    return errorResponse(400, message, "invalid_request", { param });
-  }
-  const request = parsed.data;
-  const input = toResponsesRunInput(request);
-  if ("param" in input) {
-    const code = input.status === 413 ? "image_too_large" : "invalid_request";
-    return errorResponse(input.status ?? 400, input.message, code, { param: input.param });
-  }
-  const named = c.req.header(SESSION_HEADER);
+export async function createResponse(c: Context<ServerEnv>, deps: EndpointDeps): Promise<Response> {
+  const request = await readRequest(c, responsesRequestSchema);
+  if (request instanceof Response) return request;
+  const input = runInputOf(toResponsesRunInput(request));
+  if (input instanceof Response) return input;
+  const named = namedSession(c);
+  if (named instanceof Response) return named;
   const previous = request.previous_response_id ?? undefined;
-  if (named !== undefined && !SESSION_ID_PATTERN.test(named)) {
-    const message = `X-Agentloop-Session: invalid session id ${JSON.stringify(named.slice(0, 60))}: use 1 to 128 characters of A-Z a-z 0-9 . _ -.`;
-    return errorResponse(400, message, "invalid_session_id", { param: SESSION_HEADER });
-  }
   if (named !== undefined && previous !== undefined) {
     const message = `Send either ${PREVIOUS} or the X-Agentloop-Session header, not both: each names the conversation to continue.`;
     return errorResponse(400, message, "invalid_request", { param: PREVIOUS });
@@ -97,61 +85,38 @@ export async function createResponse(c: Context<ServerEnv>, deps: ChatDeps): Pro
     if (before instanceof Response) return before;
     history = [...before, ...input.history];
   }
-  const format = requestedFormat(request.text?.format, "text.format", ["schema"]);
-  if ("param" in format)
-    return errorResponse(400, format.message, "invalid_request", { param: format.param });
-  const found = agentFor(deps, request.model ?? undefined);
-  if (found instanceof Response) return found;
-  const [model, agent] = found;
-  const outputSchema = runOutputSchema(agent, model, format, "text.format");
-  if (outputSchema instanceof Response) return outputSchema;
+  const served = servingAgent(deps, request.model, request.text?.format, "text.format", ["schema"]);
+  if (served instanceof Response) return served;
+  const { model, agent, outputSchema } = served;
 
   const id = `resp_${randomUUID().replaceAll("-", "")}`;
   const kept = store !== undefined && (request.store !== false || named !== undefined);
-  let session: Session | undefined;
-  if (store && kept) {
-    const taken = await takeSession(store, named ?? id, deps.redact);
-    if (taken instanceof Response) return taken;
-    session = taken;
-    const refused = named === undefined ? undefined : await refuseInterrupted(session);
-    if (refused) return refused;
-    if (session.messages.length > 0) history = session.messages;
-  }
-
-  const run = deps.runs.start(c.req.raw.signal);
-  let handle: RunHandle;
-  try {
-    handle = agent.stream(input.input, {
-      runId: id,
-      signal: run.signal,
-      history,
-      ...(input.instructions !== "" && { instructions: input.instructions }),
-      ...(session && { sessionId: session.id, checkpoint: storedRun(run, session) }),
-      ...(outputSchema && { outputSchema }),
-    });
-  } catch (error) {
-    run.end();
-    await session?.release().catch(() => {});
-    throw error;
-  }
+  const started = await startRun(c, deps, {
+    agent,
+    id,
+    input,
+    history,
+    store: kept ? store : undefined,
+    named,
+    outputSchema,
+  });
+  if (started instanceof Response) return started;
   const wire = new ResponsesMapper({
     id,
     model,
     createdAt: Math.floor(Date.now() / 1000),
     instructions: request.instructions ?? null,
     previousResponseId: previous ?? null,
-    store: session !== undefined,
+    store: started.stored === true,
     ...(request.text?.format != null && { text: { format: request.text.format } }),
-    typed: handle.state.outputSchema !== undefined,
+    typed: started.handle.state.outputSchema !== undefined,
   });
   return answerRun(c, deps, {
-    handle,
-    run,
+    ...started,
     id,
     model,
     stream: request.stream === true,
     includeUsage: false,
     wire,
-    ...(session && { release: releaser(session), stored: true }),
   });
 }

@@ -5,11 +5,11 @@ import { checkRunState, inCallOrder, type RunState, waitingApprovals } from "../
 import { AgentloopError } from "../core/errors.js";
 import type { PendingApproval } from "../core/events.js";
 import { echoed } from "../core/redact.js";
-import { agentFor, type ChatDeps } from "./chat.js";
 import { errorResponse } from "./errors.js";
 import { describeRequestIssue } from "./openai-compat.js";
 import type { ServerEnv } from "./request-log.js";
 import { answerRun } from "./respond.js";
+import { agentFor, type EndpointDeps } from "./run-request.js";
 import { agentForRun, conflict, noStore, otherModel, releaser, storedRun, takeSession } from "./sessions.js";
 
 /**
@@ -74,7 +74,7 @@ async function jsonOf(c: Context, optional: boolean): Promise<unknown> {
  */
 export async function continueRun(
   c: Context<ServerEnv>,
-  deps: ChatDeps,
+  deps: EndpointDeps,
   kind: "approvals" | "resume",
 ): Promise<Response> {
   const runId = c.req.param("runId") as string;
@@ -202,7 +202,7 @@ export interface RunView {
 }
 
 /** `GET /v1/runs/{runId}`: where a stored run stands. */
-export async function getRun(c: Context<ServerEnv>, deps: ChatDeps): Promise<Response> {
+export async function getRun(c: Context<ServerEnv>, deps: EndpointDeps): Promise<Response> {
   const { store } = deps;
   if (!store) return noStore("GET /v1/runs/{runId}");
   const runId = c.req.param("runId") as string;

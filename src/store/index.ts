@@ -8,7 +8,7 @@ export type {
   Json,
   RunRecord,
   RunRecordInput,
-  RunStatus,
+  RunRecordStatus,
   SessionHandle,
   SessionStore,
   SessionSummary,

@@ -13,7 +13,7 @@ import {
 import type {
   Checkpoint,
   RunRecord,
-  RunStatus,
+  RunRecordStatus,
   SessionHandle,
   SessionStore,
   SessionSummary,
@@ -34,7 +34,7 @@ interface Session {
 
 interface Run {
   sessionId: string;
-  status: RunStatus;
+  status: RunRecordStatus;
   stopReason: string | null;
   state: string;
   createdAt: number;

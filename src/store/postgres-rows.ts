@@ -5,7 +5,7 @@ import { describeHolder, parseHolder } from "./holder.js";
 import { decodeMessage, sessionStatus } from "./shared.js";
 import {
   type RunRecord,
-  type RunStatus,
+  type RunRecordStatus,
   type SessionSummary,
   type StoredSession,
   StoreError,
@@ -20,14 +20,14 @@ export interface Row {
   last_run_id: string | null;
   holder: string | null;
   held: boolean;
-  status: RunStatus | null;
+  status: RunRecordStatus | null;
   stop_reason: string | null;
 }
 
 interface RunRow {
   run_id: string;
   session_id: string;
-  status: RunStatus;
+  status: RunRecordStatus;
   stop_reason: string | null;
   state: string;
   created_at: number;

@@ -3,7 +3,7 @@ import type { Message } from "../core/messages.js";
 import {
   type Checkpoint,
   type ListFilter,
-  type RunStatus,
+  type RunRecordStatus,
   SESSION_ID_PATTERN,
   type SessionSummary,
   StoreError,
@@ -27,10 +27,10 @@ export function checkSessionId(sessionId: unknown): asserts sessionId is string 
 /** A checkpoint as JSON text, encoded before anything is written (so a value that cannot be stored writes nothing). */
 export interface EncodedCheckpoint {
   messages: string[];
-  run?: { runId: string; status: RunStatus; stopReason: string | null; state: string };
+  run?: { runId: string; status: RunRecordStatus; stopReason: string | null; state: string };
 }
 
-const STATUSES: ReadonlySet<string> = new Set<RunStatus>(["running", "waiting", "completed"]);
+const STATUSES: ReadonlySet<string> = new Set<RunRecordStatus>(["running", "waiting", "completed"]);
 
 export function encodeCheckpoint(checkpoint: Checkpoint): EncodedCheckpoint {
   const messages = (checkpoint.messages ?? []).map((message, index) =>
@@ -73,7 +73,7 @@ export const decodeMessage = (text: string): Message => JSON.parse(text) as Mess
 /** `held`: a live process holds the session now. */
 export function sessionStatus(
   held: boolean,
-  lastRun: { status: RunStatus } | undefined,
+  lastRun: { status: RunRecordStatus } | undefined,
 ): SessionSummary["status"] {
   if (held) return "running";
   if (lastRun === undefined) return "new";

@@ -17,7 +17,7 @@ import {
 import { checkReadable, migrate, transaction } from "./sqlite-schema.js";
 import {
   type RunRecord,
-  type RunStatus,
+  type RunRecordStatus,
   type SessionHandle,
   type SessionStore,
   type SessionSummary,
@@ -192,7 +192,7 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
   }
 
   function summary(row: Row, held: boolean): SessionSummary {
-    const status = row.status as RunStatus | null;
+    const status = row.status as RunRecordStatus | null;
     return {
       id: String(row.id),
       createdAt: Number(row.created_at),
@@ -209,7 +209,7 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
     return {
       runId: String(row.run_id),
       sessionId: String(row.session_id),
-      status: row.status as RunStatus,
+      status: row.status as RunRecordStatus,
       ...(typeof row.stop_reason === "string" ? { stopReason: row.stop_reason } : {}),
       state: JSON.parse(String(row.state)),
       createdAt: Number(row.created_at),

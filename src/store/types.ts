@@ -17,13 +17,17 @@ export const SESSION_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
 /** A JSON value, as the store keeps it. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-/** `waiting`: for an answer (after `ask_question`) or approvals (after `approval_required`). */
-export type RunStatus = "running" | "waiting" | "completed";
+/**
+ * A run's status as the store keeps it: the run state's `RunStatus` (the root export's), with
+ * `awaiting_approval` and `awaiting_answer` both `waiting` (for approvals after
+ * `approval_required`, for an answer after `ask_question`).
+ */
+export type RunRecordStatus = "running" | "waiting" | "completed";
 
 /** What a checkpoint writes about a run. */
 export interface RunRecordInput {
   runId: string;
-  status: RunStatus;
+  status: RunRecordStatus;
   /** Set once the run has stopped (also for `waiting`: `ask_question` or `approval_required`). */
   stopReason?: string;
   /** The serialised run state without its messages; opaque to the store. */

@@ -26,7 +26,7 @@ export interface AdapterUnderTest {
   }>;
   /** The adapter with a test key and these options (`maxRetries` 0 unless given). */
   model(options: TransportOptions): Model;
-  /** The idle timeout the adapter module exports as `DEFAULT_IDLE_TIMEOUT_MS`. */
+  /** The adapters' idle timeout, `DEFAULT_IDLE_TIMEOUT_MS` of request-guard.ts. */
   defaultIdleTimeoutMs: number;
   /** A raw event stream of the protocol's opening event only, which then ends: no delta, never complete. */
   openingOnly: string;
