@@ -5,6 +5,7 @@ export type { OutputOf, OutputSchema } from "./agent/output.js";
 export type { Budget, Mode, ToolProtocol } from "./agent/prompt.js";
 export type { ApprovalDecision } from "./agent/run.js";
 export { Session } from "./agent/session.js";
+export type { AgentloopErrorCode } from "./core/errors.js";
 export { AgentloopError } from "./core/errors.js";
 export type {
   AgentEvent,

@@ -28,7 +28,7 @@ export type {
 export { formDefaults } from "./elicitation.js";
 export { assignToolNames, toolNameFor } from "./names.js";
 export { openInBrowser } from "./oauth-browser.js";
-export type { McpOAuthRecord, McpTokenStore } from "./oauth-store.js";
+export type { McpOAuthRecord, McpTokenStore, TokenStoreErrorCode } from "./oauth-store.js";
 export { defaultTokenDirectory, fileTokenStore, memoryTokenStore, TokenStoreError } from "./oauth-store.js";
 export type { McpToolResult } from "./result.js";
 export { mcpResultToText } from "./result.js";
