@@ -10,10 +10,12 @@ import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricin
 import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
+import { DEFAULTS } from "./defaults.js";
 import { RunHandle } from "./handle.js";
 import { repairedHistory } from "./repair.js";
 import type { OptionsOf, ResumeOptions, RunOptions } from "./run-options.js";
 
+export { DEFAULTS } from "./defaults.js";
 export type { ResumeOptions, RunOptions } from "./run-options.js";
 
 import {
@@ -125,15 +127,6 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
    */
   onApproval?: (call: PendingApproval) => ApprovalDecision | Promise<ApprovalDecision>;
 }
-
-export const DEFAULTS = {
-  maxIterations: 10,
-  toolTimeoutMs: 60_000,
-  maxToolResultChars: 32_000,
-  toolConcurrency: 8,
-  circuitBreakerThreshold: 3,
-  repetitionThreshold: 3,
-} as const;
 
 /**
  * An agent: instructions, a model, tools and policies. `run()` is `stream()` consumed. `S` is the
@@ -397,7 +390,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       toolConcurrency: o.toolConcurrency ?? DEFAULTS.toolConcurrency,
       toolTimeoutMs: o.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs,
       maxToolResultChars: o.maxToolResultChars ?? DEFAULTS.maxToolResultChars,
-      maxMediaBytes: o.maxImageBytes ?? DEFAULT_MAX_MEDIA_BYTES,
+      maxImageBytes: o.maxImageBytes ?? DEFAULT_MAX_MEDIA_BYTES,
       output,
       circuitBreakerThreshold: o.circuitBreakerThreshold ?? DEFAULTS.circuitBreakerThreshold,
       repetitionThreshold: o.repetitionThreshold ?? DEFAULTS.repetitionThreshold,

@@ -82,7 +82,7 @@ export interface ContextManager {
 const DEFAULT_CONTEXT_TOKENS = 100_000;
 
 /** Per-history state. `prefix[i]` is the token count of `history[0..i)`, each message counted once. */
-export interface Window {
+interface Window {
   prefix: number[];
   /** The last counted message: if it is not where it was, the history was rewritten. */
   last: Message | undefined;

@@ -26,7 +26,7 @@ import {
   type RequestGuard,
   sdkRequestOptions,
 } from "./request-guard.js";
-import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
+import { DEFAULT_MAX_RETRIES, type OpenedStream, type StreamAttempts } from "./stream-retry.js";
 
 export type { AnthropicStructuredOutput } from "./anthropic-parts.js";
 export { AnthropicStreamAssembler, toAnthropicMessages, toAnthropicRequestBody } from "./anthropic-wire.js";
@@ -87,8 +87,6 @@ export interface AnthropicModelOptions {
    */
   structuredOutput?: AnthropicStructuredOutput;
 }
-
-const DEFAULT_MAX_RETRIES = 3;
 
 /** What `toAnthropicModelError` needs to know about the request that failed. */
 export type AnthropicErrorContext = ModelErrorContext;

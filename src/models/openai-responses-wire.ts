@@ -1,4 +1,5 @@
 import type OpenAI from "openai";
+import { isObject } from "../core/json.js";
 import type { AssistantMessage, MediaPart, Message } from "../core/messages.js";
 import type { ModelRequest, ToolSpec } from "./adapter.js";
 import { wireArguments } from "./openai-wire.js";
@@ -57,9 +58,6 @@ const REASONING_MODEL = /^(?:openai\/)?(o\d|gpt-[5-9]|codex)(?!.*-chat)/i;
 export function isReasoningModel(model: string): boolean {
   return REASONING_MODEL.test(model);
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The adapter's data on `m`, when it has some in the expected shape. */
 function dataOf(m: AssistantMessage): OutputRef[] | undefined {
