@@ -182,7 +182,18 @@ describe("server: headers, keys and secrets", () => {
         },
       })),
     });
+    // A bug in the run (a model that breaks its contract and throws mid-reply): an internal error.
     const throwing = new Agent({
+      model: {
+        id: "broken",
+        async *stream() {
+          yield { type: "text_delta", text: "h" };
+          throw new Error(`model failed with ${upstreamKey} and ${localKey}`);
+        },
+      },
+    });
+    // onEvent must not throw; when it does, the run goes on.
+    const hooked = new Agent({
       model: scriptedModel(() => ({ text: "hi" })),
       onEvent: (event) => {
         if (event.type === "turn_complete")
@@ -190,7 +201,7 @@ describe("server: headers, keys and secrets", () => {
       },
     });
     const server = createApp({
-      agents: { leaky, throwing },
+      agents: { leaky, throwing, hooked },
       apiKey: localKey,
       secrets: [upstreamKey],
       log: (line) => lines.push(line),
@@ -206,6 +217,9 @@ describe("server: headers, keys and secrets", () => {
     expect(bodies.map((r) => r.status)).toEqual([502, 502, 500, 200]);
     expect(leak502).toContain("Upstream failed with [REDACTED]");
     expect(hookStream).toContain('"code":"internal_error"');
+    const hooked200 = await chat(server, auth, { model: "hooked", ...user("hi") });
+    expect(hooked200.status).toBe(200);
+    expect(await hooked200.json()).toMatchObject({ choices: [{ message: { content: "hi" } }] });
     for (const text of [leak502, leakStream, hook500, hookStream, lines.join("\n")]) {
       expect(text).not.toContain(upstreamKey);
       expect(text).not.toContain(localKey);

@@ -4,16 +4,24 @@ import { newRunId } from "../core/ids.js";
 import { DEFAULT_MAX_MEDIA_BYTES, userMessage } from "../core/media.js";
 import type { UserInput } from "../core/messages.js";
 import { environmentSecrets, type Redactor, secretRedactor } from "../core/redact.js";
-import { type LoopContext, loopContext } from "../memory/prune.js";
+import {
+  type ContextManager,
+  type ContextTransform,
+  type LoopContext,
+  loopContext,
+  loopContextOf,
+} from "../memory/prune.js";
 import type { Model } from "../models/adapter.js";
 import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricing.js";
 import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
+import { DEFAULTS } from "./defaults.js";
 import { RunHandle } from "./handle.js";
 import { repairedHistory } from "./repair.js";
 import type { OptionsOf, ResumeOptions, RunOptions } from "./run-options.js";
 
+export { DEFAULTS } from "./defaults.js";
 export type { ResumeOptions, RunOptions } from "./run-options.js";
 
 import {
@@ -71,6 +79,14 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
   contextStrategy?: "drop" | "summarize";
   /** The model that writes summaries for the "summarize" strategy. Default: the agent's model. */
   summarizer?: Model;
+  /**
+   * What each model request sends of the history, in place of the built-in pruning (and of
+   * `maxContextTokens`, `contextStrategy` and `summarizer`, which go with it): a
+   * `contextManager({...})` of your own (another token counter, headroom or tool-result limit),
+   * any `ContextManager`, or a `ContextTransform` function (`(history, { system, tools, signal })
+   * => messages`) that decides alone. The run's history stays whole either way.
+   */
+  context?: ContextManager | ContextTransform;
   /** Limits of every run (tokens, cost, time); a run's own `budget` overrides them field by field. */
   budget?: Budget;
   /**
@@ -115,7 +131,11 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
    * `AGENTLOOP_API_KEY` in the environment when the agent is created.
    */
   secrets?: readonly string[];
-  /** Called with every event of every run before it is yielded. A throw propagates out of the run. */
+  /**
+   * Called with every event of every run before it is yielded. Must not throw: an exception there
+   * does not break the run; the first of a run is reported as a process warning
+   * (`process.emitWarning`, type `AgentloopWarning`, secrets redacted).
+   */
   onEvent?: (event: AgentEvent) => void;
   /**
    * Asks a person about a call that needs approval (a tool's `needsApproval`): "approve" runs it,
@@ -125,15 +145,6 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
    */
   onApproval?: (call: PendingApproval) => ApprovalDecision | Promise<ApprovalDecision>;
 }
-
-export const DEFAULTS = {
-  maxIterations: 10,
-  toolTimeoutMs: 60_000,
-  maxToolResultChars: 32_000,
-  toolConcurrency: 8,
-  circuitBreakerThreshold: 3,
-  repetitionThreshold: 3,
-} as const;
 
 /**
  * An agent: instructions, a model, tools and policies. `run()` is `stream()` consumed. `S` is the
@@ -202,12 +213,15 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     // Fails fast on duplicate names.
     this.fixedTools = typeof options.tools === "function" ? undefined : this.toolsFor(this.output);
     this.model = options.toolProtocol === "xml" ? xmlToolProtocol(options.model) : options.model;
-    this.context = loopContext({
-      modelId: options.model.id,
-      ...(options.maxContextTokens !== undefined && { maxContextTokens: options.maxContextTokens }),
-      ...(options.contextStrategy !== undefined && { strategy: options.contextStrategy }),
-      summarizer: options.summarizer ?? options.model,
-    });
+    this.context =
+      options.context === undefined
+        ? loopContext({
+            modelId: options.model.id,
+            ...(options.maxContextTokens !== undefined && { maxContextTokens: options.maxContextTokens }),
+            ...(options.contextStrategy !== undefined && { strategy: options.contextStrategy }),
+            summarizer: options.summarizer ?? options.model,
+          })
+        : ownContext(options);
     this.redact = secretRedactor([...environmentSecrets(), ...(options.secrets ?? [])]);
     this.price = resolvePrice(options.model, options.prices);
     this.checkBudget(options.budget ?? {});
@@ -397,7 +411,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       toolConcurrency: o.toolConcurrency ?? DEFAULTS.toolConcurrency,
       toolTimeoutMs: o.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs,
       maxToolResultChars: o.maxToolResultChars ?? DEFAULTS.maxToolResultChars,
-      maxMediaBytes: o.maxImageBytes ?? DEFAULT_MAX_MEDIA_BYTES,
+      maxImageBytes: o.maxImageBytes ?? DEFAULT_MAX_MEDIA_BYTES,
       output,
       circuitBreakerThreshold: o.circuitBreakerThreshold ?? DEFAULTS.circuitBreakerThreshold,
       repetitionThreshold: o.repetitionThreshold ?? DEFAULTS.repetitionThreshold,
@@ -423,3 +437,24 @@ function joinInstructions(agent: string | undefined, run: string | undefined): s
 
 // biome-ignore lint/suspicious/noExplicitAny: any output type; its readers use only `text`
 export type AnyAgent = Agent<any>;
+
+/** The loop's context from `options.context`, which the built-in pruning's options cannot go with. */
+function ownContext(options: AgentOptions<OutputSchema | undefined>): LoopContext {
+  const { context } = options;
+  const taken = (["maxContextTokens", "contextStrategy", "summarizer"] as const).find(
+    (name) => options[name] !== undefined,
+  );
+  if (taken) {
+    throw new AgentloopError(
+      "invalid_option",
+      `${taken} goes with the built-in pruning, which context replaces: pass it to contextManager({ ... }) and that as context, or drop one of the two.`,
+    );
+  }
+  if (typeof context !== "function" && (typeof context !== "object" || typeof context?.fit !== "function")) {
+    throw new AgentloopError(
+      "invalid_option",
+      "context must be a function (history, { system, tools, signal }) => messages, or a ContextManager such as contextManager({ modelId }).",
+    );
+  }
+  return loopContextOf(context);
+}

@@ -1,3 +1,4 @@
+import { errorMessage } from "../core/errors.js";
 import type { AgentEvent, RunResult } from "../core/events.js";
 import type { RunState } from "../core/run-state.js";
 import { abortCalls } from "../tools/execute.js";
@@ -34,7 +35,7 @@ export class RunHandle<Output = string> implements AsyncIterableIterator<AgentEv
   }
 
   /**
-   * Resolves when the run has stopped; rejects only if a checkpoint or `onEvent` threw. Read
+   * Resolves when the run has stopped; rejects only if a checkpoint or the `context` threw. Read
    * before anyone iterates, it runs the run to its end by itself (events go to `onEvent` only).
    */
   get result(): Promise<RunResult<Output>> {
@@ -91,6 +92,8 @@ class Outcome<Output> implements Sink {
   /** The result, once the run has concluded (resolved when its last event goes out). */
   final: RunResult<Output> | undefined = undefined;
   failure: { error: unknown } | undefined = undefined;
+  /** `onEvent` threw during this run (reported once). */
+  private hookFailed = false;
   private waiting:
     | { resolve: (result: RunResult<Output>) => void; reject: (error: unknown) => void }
     | undefined = undefined;
@@ -107,9 +110,29 @@ class Outcome<Output> implements Sink {
   }
 
   emit(event: AgentEvent): void {
-    this.onEvent?.(event);
+    if (this.onEvent) {
+      try {
+        this.onEvent(event);
+      } catch (error) {
+        this.hookThrew(error, event);
+      }
+    }
     // `turn_complete` is the last event: the result is known as it goes out.
     if (event.type === "turn_complete") this.resolve();
+  }
+
+  /**
+   * `onEvent` must not throw; when it does, the run goes on and the first such exception of the
+   * run is reported as a process warning (`AgentloopWarning`), secrets redacted.
+   */
+  private hookThrew(error: unknown, event: AgentEvent): void {
+    if (this.hookFailed) return;
+    this.hookFailed = true;
+    const message = `onEvent threw on the ${event.type} event of run ${event.runId}: ${errorMessage(error)}; the run went on (onEvent must not throw, so this is reported once per run).`;
+    process.emitWarning(this.run.redact ? this.run.redact(message) : message, {
+      type: "AgentloopWarning",
+      code: "AGENTLOOP_ON_EVENT_THREW",
+    });
   }
 
   await(resolve: (result: RunResult<Output>) => void, reject: (error: unknown) => void): void {

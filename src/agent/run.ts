@@ -27,7 +27,7 @@ export interface LoopOptions {
   toolTimeoutMs: number;
   maxToolResultChars: number;
   /** Largest image or audio part of a tool result or an input (decoded bytes). */
-  maxMediaBytes: number;
+  maxImageBytes: number;
   circuitBreakerThreshold: number;
   repetitionThreshold: number;
   /** Token and cost limits (the time limit arrives through `signal`); warnings at 80%. */
@@ -181,7 +181,7 @@ export function startRun(
     concurrency: options.toolConcurrency,
     timeoutMs: options.toolTimeoutMs,
     maxResultChars: options.maxToolResultChars,
-    maxMediaBytes: options.maxMediaBytes,
+    maxImageBytes: options.maxImageBytes,
     redact: options.redact?.text,
     waiters: undefined,
     ownSignal,

@@ -2,7 +2,7 @@
 import type { McpPromptInfo } from "../mcp/client.js";
 
 /** The chat's own commands: a prompt by one of these names is reached as `/<server>__<name>`. */
-export const CHAT_COMMANDS = ["help", "reset", "tools", "resume", "exit", "quit"] as const;
+const CHAT_COMMANDS = ["help", "reset", "tools", "resume", "exit", "quit"] as const;
 
 /** The command that runs a prompt, without the slash. */
 export function promptCommand(prompt: McpPromptInfo): string {

@@ -1,3 +1,4 @@
+import { DEFAULTS } from "../agent/defaults.js";
 import { AgentloopError } from "../core/errors.js";
 import type { McpServerConfig } from "../mcp/config.js";
 import type { PriceTable } from "../models/pricing.js";
@@ -76,7 +77,7 @@ export interface Settings {
 }
 
 /** The default session store, under the working directory (SPEC section 9). */
-export const DEFAULT_DB = ".agentloop/agentloop.db";
+const DEFAULT_DB = ".agentloop/agentloop.db";
 
 export const DEFAULT_MODEL = {
   openai: "gpt-4o-mini",
@@ -113,7 +114,7 @@ export function resolveSettings(
     model:
       flags.model ?? nonEmpty(env.AGENTLOOP_MODEL) ?? config.model ?? DEFAULT_MODEL[provider ?? "openai"],
     instructions: flags.system ?? config.instructions ?? "",
-    maxIterations: flags.maxIterations ?? config.maxIterations ?? 10,
+    maxIterations: flags.maxIterations ?? config.maxIterations ?? DEFAULTS.maxIterations,
     mode:
       pick(
         "mode",

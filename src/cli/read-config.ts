@@ -5,7 +5,7 @@ import { Socket } from "node:net";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 
 /** A config file (and an `envFile`) larger than this is refused rather than read. */
-export const MAX_CONFIG_BYTES = 1024 * 1024;
+const MAX_CONFIG_BYTES = 1024 * 1024;
 
 /**
  * The text of a config file, at most MAX_CONFIG_BYTES, without a UTF-8 BOM; undefined when it

@@ -53,7 +53,7 @@ export function progressRenderer(write: (line: string) => void, color: boolean):
 }
 
 /** "1 iteration", "3 iterations". */
-export const plural = (n: number, noun: string) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+const plural = (n: number, noun: string) => `${n} ${noun}${n === 1 ? "" : "s"}`;
 
 /** The one stderr line that explains a stop other than a plain answer (`sessionId`: how to continue it). */
 export function stopLine(
@@ -104,7 +104,7 @@ export function incompleteLine(
 }
 
 /** "40 ms", "5 s", "2.5 s", "2 min 30 s". */
-export function seconds(ms: number): string {
+function seconds(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`;
   const s = Math.round(ms / 100) / 10;
   if (s < 60) return `${s} s`;

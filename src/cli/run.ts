@@ -39,7 +39,7 @@ export async function settingsFrom(flags: CliFlags): Promise<Settings> {
 }
 
 /** The model of the settings; each provider's SDK is loaded only when it is used. */
-export async function createModel(settings: Settings): Promise<Model> {
+async function createModel(settings: Settings): Promise<Model> {
   const { provider, model, apiKey, baseUrl } = settings;
   const keyVar = provider === "anthropic" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
   if (!apiKey && !baseUrl) {
@@ -83,7 +83,7 @@ function budgetOf(settings: Settings): Budget {
   };
 }
 
-export function createAgent(
+function createAgent(
   settings: Settings,
   model: Model,
   tools: readonly Tool[] | (() => readonly Tool[]) = localTools(settings),

@@ -30,14 +30,14 @@ export interface ServeFlags extends CliFlags {
   store?: boolean;
 }
 
-export const DEFAULT_PORT = 8787;
-export const DEFAULT_HOST = "127.0.0.1";
+const DEFAULT_PORT = 8787;
+const DEFAULT_HOST = "127.0.0.1";
 const DEFAULT_DRAIN_SECONDS = 10;
 /** After the runs are over, how long responses may take to reach their clients before connections are cut. */
 const FLUSH_GRACE_MS = 2_000;
 
 /** Whether `host` is a loopback name or address (localhost, 127.0.0.0/8, ::1). */
-export function isLoopback(host: string): boolean {
+function isLoopback(host: string): boolean {
   const bare = host.replace(/^\[(.*)\]$/, "$1").toLowerCase();
   if (bare === "localhost") return true;
   if (isIPv4(bare)) return bare.startsWith("127.");
@@ -49,7 +49,7 @@ export function isLoopback(host: string): boolean {
  * (`[::1]` binds `::1`).
  * @throws AgentloopError("config") for brackets around something that is not an IPv6 address.
  */
-export function bindAddress(host: string): string {
+function bindAddress(host: string): string {
   const inner = /^\[(.*)\]$/.exec(host)?.[1];
   if (inner === undefined) return host;
   if (isIPv6(inner)) return inner;
@@ -60,7 +60,7 @@ export function bindAddress(host: string): string {
 }
 
 /** An address as a URL (and a `Host` header) writes it: IPv6 in brackets, canonical (`[::1]`), lower case. */
-export function urlHost(address: string): string {
+function urlHost(address: string): string {
   const host = isIPv6(address) ? `[${address}]` : address;
   try {
     return new URL(`http://${host}`).hostname;
@@ -70,7 +70,7 @@ export function urlHost(address: string): string {
 }
 
 /** The `--cors` list as serialised origins (what browsers send), or a config error naming the bad entry. */
-export function parseCorsOrigins(value: string): string[] {
+function parseCorsOrigins(value: string): string[] {
   return value
     .split(",")
     .map((entry) => entry.trim())

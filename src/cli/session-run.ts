@@ -197,7 +197,7 @@ const missingPrompt = () =>
   new AgentloopError("usage", 'Missing prompt: agentloop run "your task" (or pipe it on stdin).');
 
 /** The calls a waiting run waits on, in call order. */
-export function waitingCalls(state: RunState): PendingApproval[] {
+function waitingCalls(state: RunState): PendingApproval[] {
   return waitingApprovals(state, (call) => call.name !== "ask_question");
 }
 

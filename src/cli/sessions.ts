@@ -62,7 +62,7 @@ const noSession = (id: string) =>
   new AgentloopError("usage", `no session '${id}' in the store: agentloop sessions lists them`);
 
 /** `completed final_answer`, `waiting (approval)`, `interrupted`, ... */
-export function statusText(summary: SessionSummary): string {
+function statusText(summary: SessionSummary): string {
   if (summary.status === "completed") return `completed ${summary.stopReason ?? ""}`.trim();
   if (summary.status === "waiting") {
     return summary.stopReason === "approval_required" ? "waiting (approval)" : "waiting (answer)";

@@ -19,7 +19,7 @@ const IMAGE_SIGNATURES: readonly (readonly [string, (b: Uint8Array) => boolean])
 const ascii = (b: Uint8Array, from: number, to: number) => String.fromCharCode(...b.subarray(from, to));
 
 /** The image type of these bytes (PNG, JPEG, GIF or WebP), or undefined. */
-export function sniffImageType(bytes: Uint8Array): string | undefined {
+function sniffImageType(bytes: Uint8Array): string | undefined {
   return IMAGE_SIGNATURES.find(([, matches]) => matches(bytes))?.[0];
 }
 

@@ -131,7 +131,7 @@ export function trimmed(text: string): string {
  * (which no tool needs, and which overflow the stack of anything recursive, `JSON.stringify`
  * included) never reach a tool, an event or a request: the call gets an error result instead.
  */
-export const MAX_ARGUMENT_DEPTH = 64;
+const MAX_ARGUMENT_DEPTH = 64;
 
 /**
  * Whether `value`, a JSON text or a parsed value, nests arrays and objects deeper than

@@ -98,7 +98,7 @@ export interface Redactor {
  * tells); `end` returns what is held. The pieces returned, joined, are the whole text redacted,
  * and never hold a secret, not even split across two of them.
  */
-export interface PieceRedactor {
+interface PieceRedactor {
   push(piece: string): string;
   end(): string;
 }

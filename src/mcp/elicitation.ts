@@ -140,7 +140,7 @@ function withDefaults(form: ElicitationForm, content: ElicitationContent | undef
 }
 
 /** Why `content` does not fit `form` (the first problem), or undefined when it does. */
-export function contentProblem(form: ElicitationForm, content: ElicitationContent): string | undefined {
+function contentProblem(form: ElicitationForm, content: ElicitationContent): string | undefined {
   for (const name of form.required ?? []) if (content[name] === undefined) return `'${name}' is required`;
   for (const [name, value] of Object.entries(content)) {
     const field = form.properties[name];

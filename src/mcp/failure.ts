@@ -20,7 +20,7 @@ export interface Failure {
 }
 
 /** A server that did not connect and list its tools in time. */
-export class StartupTimeout extends Error {
+class StartupTimeout extends Error {
   constructor(readonly ms: number) {
     super(`no answer within ${ms / 1000} s`);
   }
@@ -188,7 +188,7 @@ export function describeFailure(error: unknown, context: FailureContext): Failur
 }
 
 /** The connection is gone (as opposed to the server answering with an error). */
-export function isConnectionLoss(error: unknown): boolean {
+function isConnectionLoss(error: unknown): boolean {
   if (error instanceof McpError)
     return error.code === ErrorCode.ConnectionClosed && /Connection closed/.test(error.message);
   if (error instanceof StreamableHTTPError || error instanceof SseError) return true;

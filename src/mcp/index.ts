@@ -28,6 +28,6 @@ export type {
 } from "./elicitation.js";
 export { formDefaults } from "./elicitation.js";
 export { openInBrowser } from "./oauth-browser.js";
-export type { McpOAuthRecord, McpTokenStore } from "./oauth-store.js";
+export type { McpOAuthRecord, McpTokenStore, TokenStoreErrorCode } from "./oauth-store.js";
 export { fileTokenStore, memoryTokenStore, TokenStoreError } from "./oauth-store.js";
 export type { McpRoot } from "./server-requests.js";

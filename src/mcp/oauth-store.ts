@@ -27,9 +27,21 @@ export interface McpTokenStore {
   save(key: string, record: McpOAuthRecord): Promise<void>;
 }
 
+export type TokenStoreErrorCode =
+  /** The token file is a directory. */
+  | "token_file_is_directory"
+  /** The token file cannot be read (its permissions). */
+  | "token_file_unreadable"
+  /** The token file is not one agentloop wrote (not JSON, or not a record's shape). */
+  | "corrupt_token_file"
+  /** The token file or its directory cannot be written. */
+  | "token_file_unwritable";
+
 /** A record that cannot be read or written: `reason` names the file, `fix` says what to do with it. */
 export class TokenStoreError extends Error {
+  override readonly name = "TokenStoreError";
   constructor(
+    readonly code: TokenStoreErrorCode,
     readonly reason: string,
     readonly fix: string,
   ) {
@@ -55,9 +67,7 @@ export function memoryTokenStore(): McpTokenStore {
  * The per-user directory of sign-ins: `$XDG_CONFIG_HOME/agentloop/mcp-oauth`, else
  * `%APPDATA%\agentloop\mcp-oauth` on Windows, else `~/.config/agentloop/mcp-oauth`.
  */
-export function defaultTokenDirectory(
-  env: Readonly<Record<string, string | undefined>> = process.env,
-): string {
+function defaultTokenDirectory(env: Readonly<Record<string, string | undefined>> = process.env): string {
   const xdg = env.XDG_CONFIG_HOME?.trim();
   const base =
     xdg && isAbsolute(xdg)
@@ -94,7 +104,11 @@ export function fileTokenStore(
       try {
         const stats = await stat(path);
         if (stats.isDirectory()) {
-          throw new TokenStoreError(`the token file ${path} is a directory`, `Delete it (rm -r ${path})`);
+          throw new TokenStoreError(
+            "token_file_is_directory",
+            `the token file ${path} is a directory`,
+            `Delete it (rm -r ${path})`,
+          );
         }
         mode = stats.mode;
         text = await readFile(path, "utf8");
@@ -103,6 +117,7 @@ export function fileTokenStore(
         const code = (error as NodeJS.ErrnoException).code;
         if (code === "ENOENT") return undefined;
         throw new TokenStoreError(
+          "token_file_unreadable",
           `the token file ${path} cannot be read (${code ?? errorMessage(error)})`,
           `Make it readable (chmod 600 ${path}) or delete it`,
         );
@@ -115,7 +130,11 @@ export function fileTokenStore(
       }
       const record = recordSchema.safeParse(parsed);
       if (!record.success) {
-        throw new TokenStoreError(`the token file ${path} is not one agentloop wrote`, `Delete it`);
+        throw new TokenStoreError(
+          "corrupt_token_file",
+          `the token file ${path} is not one agentloop wrote`,
+          `Delete it`,
+        );
       }
       // Only about a file that is used: one that cannot be used gets its error alone.
       if (process.platform !== "win32" && (mode & 0o077) !== 0 && !warned.has(path)) {
@@ -137,8 +156,13 @@ export function fileTokenStore(
         await rm(temporary, { force: true }).catch(() => {});
         const code = (error as NodeJS.ErrnoException).code;
         if (code === "EISDIR")
-          throw new TokenStoreError(`the token file ${path} is a directory`, `Delete it (rm -r ${path})`);
+          throw new TokenStoreError(
+            "token_file_is_directory",
+            `the token file ${path} is a directory`,
+            `Delete it (rm -r ${path})`,
+          );
         throw new TokenStoreError(
+          "token_file_unwritable",
           `the token file ${path} cannot be written (${code ?? errorMessage(error)})`,
           `Check the permissions of ${directory}`,
         );

@@ -2,7 +2,7 @@ import type { Progress } from "@modelcontextprotocol/sdk/types.js";
 import type { ToolProgress } from "../tools/tool.js";
 
 /** The least time between two progress reports of one call, so a flood stays a few events a second. */
-export const PROGRESS_INTERVAL_MS = 250;
+const PROGRESS_INTERVAL_MS = 250;
 
 /** What a call's progress notifications go through on their way to the tool's `onProgress`. */
 export interface ProgressGate {

@@ -5,11 +5,12 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { countRequest } from "../../test/support/count-request.js";
 import { Agent, defineTool } from "../index.js";
 import { openAIChatModel } from "../models/openai-chat.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../testing/fake-openai-server.js";
 import { keptFree, learnOverhead, newOverhead, noteCount } from "./overhead.js";
-import { countRequest, tokenCounterFor } from "./tokens.js";
+import { tokenCounterFor } from "./tokens.js";
 
 let server: FakeOpenAIServer | undefined;
 afterEach(async () => {

@@ -1,16 +1,11 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { countRequest } from "../../test/support/count-request.js";
 import type { Message } from "../core/messages.js";
 import type { ToolSpec } from "../models/adapter.js";
 import { scriptedModel } from "../testing/scripted-model.js";
 import { type ContextManager, contextManager } from "./prune.js";
-import {
-  countRequest,
-  createTokenCounter,
-  estimateTokens,
-  type TokenCounter,
-  tokenCounterFor,
-} from "./tokens.js";
+import { createTokenCounter, estimateTokens, type TokenCounter, tokenCounterFor } from "./tokens.js";
 
 // Random conversations: a task, then turns of plain replies, user messages, and tool turns with
 // one or more (parallel) calls whose results may be errors or invalid calls.

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { countRequest } from "../../test/support/count-request.js";
 import { AgentloopError } from "../core/errors.js";
 import type { Message } from "../core/messages.js";
 import { scriptedModel } from "../testing/scripted-model.js";
 import { contextManager } from "./prune.js";
-import { countRequest, createTokenCounter, estimateTokens, MESSAGE_OVERHEAD } from "./tokens.js";
+import { createTokenCounter, estimateTokens, MESSAGE_OVERHEAD } from "./tokens.js";
 
 /** One token per character: easy arithmetic in the tests. */
 const chars = createTokenCounter((text) => text.length);

@@ -82,7 +82,7 @@ export interface ContextManager {
 const DEFAULT_CONTEXT_TOKENS = 100_000;
 
 /** Per-history state. `prefix[i]` is the token count of `history[0..i)`, each message counted once. */
-export interface Window {
+interface Window {
   prefix: number[];
   /** The last counted message: if it is not where it was, the history was rewritten. */
   last: Message | undefined;
@@ -100,8 +100,60 @@ export interface Window {
   summary?: { text: string; upTo: number };
 }
 
+/**
+ * What is sent of a run's history, decided just before each model request (`AgentOptions.context`).
+ * `history` is the run's whole history, append-only: read it, do not change it. Returns the
+ * messages to send: `history` itself, a part of it, or new messages (a summary, retrieved notes).
+ * The run's history stays whole. Must not throw: a throw or a rejection ends the run by rejecting
+ * its `result`.
+ */
+export type ContextTransform = (
+  history: readonly Message[],
+  request: { system: string; tools: readonly ToolSpec[]; signal?: AbortSignal | undefined },
+) => readonly Message[] | Promise<readonly Message[]>;
+
+/** The managers `contextManager` made: the loop uses their per-run `shape` directly. */
+const managers = new WeakSet<ContextManager>();
+
 export function contextManager(options: ContextOptions): ContextManager {
-  return loopContext(options);
+  const manager = loopContext(options);
+  managers.add(manager);
+  return manager;
+}
+
+/**
+ * The loop's view of `AgentOptions.context`: a manager `contextManager` made as it is; any other
+ * manager through its `fit` and `truncateToolResult`; a transform as the whole shaping (tool
+ * results are then cut by `maxToolResultChars` only).
+ */
+export function loopContextOf(context: ContextManager | ContextTransform): LoopContext {
+  if (typeof context === "function") {
+    const shape = (
+      history: readonly Message[],
+      system: string,
+      tools: readonly ToolSpec[],
+      signal?: AbortSignal,
+    ) => context(history, { system, tools, signal });
+    return {
+      budget: Number.POSITIVE_INFINITY,
+      maxToolResultTokens: Number.POSITIVE_INFINITY,
+      fit: async (history, system, tools, signal) => shape(history, system, tools, signal),
+      truncateToolResult: (content) => content,
+      shape,
+    };
+  }
+  if (managers.has(context)) return context as LoopContext;
+  return {
+    get budget() {
+      return context.budget;
+    },
+    get maxToolResultTokens() {
+      return context.maxToolResultTokens;
+    },
+    fit: (history, system, tools, signal) => context.fit(history, system, tools, signal),
+    truncateToolResult: (content) => context.truncateToolResult(content),
+    shape: (history, system, tools, signal) => context.fit(history, system, tools, signal),
+  };
 }
 
 /** The context manager as the loop uses it (not exported from the package). */

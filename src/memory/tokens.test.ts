@@ -1,10 +1,10 @@
 import { execFileSync } from "node:child_process";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { countRequest } from "../../test/support/count-request.js";
 import type { Message } from "../core/messages.js";
 import {
   contextWindowFor,
-  countRequest,
   countTools,
   createTokenCounter,
   estimateTokens,

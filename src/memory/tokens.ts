@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import type { Message } from "../core/messages.js";
-import type { ModelRequest, ToolSpec } from "../models/adapter.js";
+import type { ToolSpec } from "../models/adapter.js";
 
 /**
  * Counts tokens the way a model's request is billed against its context window.
@@ -183,13 +183,6 @@ export function countTools(tools: readonly ToolSpec[], counter: TokenCounter): n
 /** Tokens of the system prompt plus the per-request framing: the part of a request that is not history. */
 export function countSystem(system: string, counter: TokenCounter): number {
   return REQUEST_OVERHEAD + (system === "" ? 0 : MESSAGE_OVERHEAD + counter.count(system));
-}
-
-/** Tokens a whole request costs: system prompt, tool definitions and messages. */
-export function countRequest(request: ModelRequest, counter: TokenCounter): number {
-  let tokens = countSystem(request.system, counter) + countTools(request.tools, counter);
-  for (const message of request.messages) tokens += counter.countMessage(message);
-  return tokens;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type Anthropic from "@anthropic-ai/sdk";
+import { isObject } from "../core/json.js";
 import {
   type Message,
   nestedTooDeep,
@@ -25,7 +26,7 @@ import { ModelFailure } from "./model-errors.js";
 
 const DEFAULT_MAX_TOKENS = 4096;
 
-export type WireBlock =
+type WireBlock =
   | Anthropic.TextBlockParam
   | Anthropic.ImageBlockParam
   | Anthropic.ThinkingBlockParam
@@ -251,8 +252,6 @@ export function toAnthropicRequestBody(
  *   `message_start` of the open message is ignored.
  */
 
-type Json = Record<string, unknown>;
-
 interface Block {
   kind: "text" | "thinking" | "tool_use" | "other";
   text: string;
@@ -266,7 +265,6 @@ interface Block {
   closed: boolean;
 }
 
-const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
 

@@ -26,7 +26,7 @@ import {
   type RequestGuard,
   sdkRequestOptions,
 } from "./request-guard.js";
-import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
+import { DEFAULT_MAX_RETRIES, type OpenedStream, type StreamAttempts } from "./stream-retry.js";
 
 // `agentloop-runtime/anthropic`: this module's exports are the entry point's (test/exports.test.ts pins them).
 export type { AnthropicStructuredOutput } from "./anthropic-parts.js";
@@ -86,8 +86,6 @@ export interface AnthropicModelOptions {
    */
   structuredOutput?: AnthropicStructuredOutput;
 }
-
-const DEFAULT_MAX_RETRIES = 3;
 
 /** The `@anthropic-ai/sdk` client's error classes, for the shared classification. */
 function sdkError(error: unknown): SdkError | undefined {

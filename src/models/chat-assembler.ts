@@ -1,3 +1,4 @@
+import { isObject } from "../core/json.js";
 import { nestedTooDeep, type ToolCall, tooDeepMessage, type Usage } from "../core/messages.js";
 import type { ModelEvent, ModelReply } from "./adapter.js";
 
@@ -39,7 +40,6 @@ interface PendingCall {
   tooDeep?: boolean;
 }
 
-const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
 

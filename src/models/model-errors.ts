@@ -79,13 +79,13 @@ const TRANSIENT =
   /server_error|api_error|overloaded|rate_limit|timeout_error|service_unavailable|internal_error/i;
 
 /** The code of a `ModelError` for a request that does not fit the model's context window (any provider). */
-export const CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded";
+const CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded";
 
 /** Whether the request failed because the prompt does not fit the model's context window (any provider). */
 export const isContextOverflow = (error: { code: string }): boolean => error.code === CONTEXT_LENGTH_EXCEEDED;
 
 /** Whether an error answer (its body's text) will come again for the same request: never worth a retry. */
-export const isDeterministicFailure = (body: string): boolean => DETERMINISTIC.test(body);
+const isDeterministicFailure = (body: string): boolean => DETERMINISTIC.test(body);
 
 /**
  * The one retry policy of a failed streaming attempt (the SDKs apply the same to HTTP statuses):
@@ -134,7 +134,7 @@ export function modelError(
 }
 
 /** The innermost message and code of an error's `cause` chain, e.g. "connect ECONNREFUSED 127.0.0.1:1". */
-export function causeDetail(error: unknown): { message?: string; code?: string } {
+function causeDetail(error: unknown): { message?: string; code?: string } {
   let message: string | undefined;
   let code: string | undefined;
   let current: unknown = (error as { cause?: unknown })?.cause;
@@ -148,7 +148,7 @@ export function causeDetail(error: unknown): { message?: string; code?: string }
 }
 
 /** What to check for the statuses that are the caller's to fix. */
-export function statusHint(status: number): string {
+function statusHint(status: number): string {
   if (status === 401) return " (check the API key)";
   if (status === 404) return " (check the model id and the base URL)";
   return "";

@@ -29,7 +29,7 @@ import {
   type RequestGuard,
   sdkRequestOptions,
 } from "./request-guard.js";
-import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
+import { DEFAULT_MAX_RETRIES, type OpenedStream, type StreamAttempts } from "./stream-retry.js";
 
 /**
  * The OpenAI-compatible Chat Completions adapter (OpenAI, Azure OpenAI, AI DIAL, Ollama, vLLM,
@@ -113,8 +113,6 @@ export interface OpenAIChatModelOptions {
    */
   audio?: boolean;
 }
-
-const DEFAULT_MAX_RETRIES = 3;
 
 /** The `openai` client's error classes, for the shared classification. */
 function sdkError(error: unknown): SdkError | undefined {

@@ -1,4 +1,5 @@
 import type OpenAI from "openai";
+import { isObject } from "../core/json.js";
 import type { AssistantMessage, MediaPart, Message } from "../core/messages.js";
 import type { ModelRequest, ToolSpec } from "./adapter.js";
 import { wireArguments } from "./openai-wire.js";
@@ -54,12 +55,9 @@ export interface ResponsesData {
 /** Ids of OpenAI reasoning models (o-series, gpt-5 and later, codex), which get reasoning settings by default. */
 const REASONING_MODEL = /^(?:openai\/)?(o\d|gpt-[5-9]|codex)(?!.*-chat)/i;
 
-export function isReasoningModel(model: string): boolean {
+function isReasoningModel(model: string): boolean {
   return REASONING_MODEL.test(model);
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The adapter's data on `m`, when it has some in the expected shape. */
 function dataOf(m: AssistantMessage): OutputRef[] | undefined {
@@ -141,7 +139,7 @@ export const responsesWireCache = (): ResponsesWireCache => ({
  * `function_call_output` items. Images go as `input_image` parts: after a user message's text,
  * and in a tool result's output, after its text. With a `cache`, messages mapped before are reused.
  */
-export function toResponsesInput(messages: readonly Message[], cache?: ResponsesWireCache): InputItem[] {
+function toResponsesInput(messages: readonly Message[], cache?: ResponsesWireCache): InputItem[] {
   const out: InputItem[] = [];
   for (const m of messages) {
     let items = cache?.messages.get(m);

@@ -12,7 +12,7 @@ import {
   sdkRequestOptions,
 } from "./request-guard.js";
 import { ResponsesStreamAssembler } from "./responses-assembler.js";
-import type { OpenedStream, StreamAttempts } from "./stream-retry.js";
+import { DEFAULT_MAX_RETRIES, type OpenedStream, type StreamAttempts } from "./stream-retry.js";
 
 /**
  * The OpenAI Responses API adapter (`POST /v1/responses`: api.openai.com, and servers that speak
@@ -51,8 +51,6 @@ export interface OpenAIResponsesModelOptions
   /** Extra request-body fields (`max_output_tokens`, `text`, `service_tier`, ...), merged over the defaults. */
   extraBody?: Record<string, unknown>;
 }
-
-const DEFAULT_MAX_RETRIES = 3;
 
 /**
  * Creates the adapter. Never throws, here or later: a client that cannot be constructed (no API

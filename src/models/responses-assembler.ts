@@ -1,3 +1,4 @@
+import { isObject } from "../core/json.js";
 import type { ToolCall } from "../core/messages.js";
 import type { ModelEvent, ModelReply } from "./adapter.js";
 import { mapUsage } from "./chat-assembler.js";
@@ -50,12 +51,11 @@ interface Item {
   reasoning?: ReasoningRef;
 }
 
-const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
 const list = (v: unknown): Json[] => (Array.isArray(v) ? v.filter(isObject) : []);
 
-export const RESPONSES_CUT_OFF =
+const RESPONSES_CUT_OFF =
   "The response was cut off before this tool call's arguments were complete; ask for less at once or raise max_output_tokens.";
 
 /** The provider's error of a failed response or an `error` event, as a one-line failure. */

@@ -8,6 +8,12 @@ import type { ModelErrorContext, ModelFailure } from "./model-errors.js";
  * `maxRetries` say.
  */
 
+/**
+ * An adapter's `maxRetries` when none is given: how many times a failed request (a 429, a 5xx, a
+ * lost connection) is sent again, and how many times a broken stream is requested again.
+ */
+export const DEFAULT_MAX_RETRIES = 3;
+
 /** What the SDK's `create(params, options).withResponse()` gives for a streaming request. */
 export interface OpenedStream {
   /** The parsed stream events; `controller` (the SDKs' `Stream` has one) cancels the body. */
@@ -16,7 +22,7 @@ export interface OpenedStream {
 }
 
 /** A wire protocol's stream assembler (`ChatStreamAssembler`, `AnthropicStreamAssembler`). */
-export interface StreamAssembly {
+interface StreamAssembly {
   /** Takes one parsed stream event; returns the `text_delta` / `thinking_delta` events to yield. */
   push(event: unknown): ModelEvent[];
   /** True once the stream reached its end (a finish reason, or `message_stop`). */

@@ -4,6 +4,7 @@
  * user messages. `xmlToolProtocol` wraps any Model so the loop still sees ordinary tool calls.
  */
 import { errorMessage } from "../core/errors.js";
+import { isObject } from "../core/json.js";
 import {
   type MediaPart,
   type Message,
@@ -192,7 +193,7 @@ type BlockCall = Omit<ToolCall, "id">;
  * one-line reason (and `arguments` = the block as written); `name` is "unknown" unless the
  * tool_name could be read.
  */
-export function readToolBlock(block: ToolBlock): BlockCall {
+function readToolBlock(block: ToolBlock): BlockCall {
   const invalid = (reason: string, name?: string): BlockCall => ({
     name: name ?? guessName(block.raw) ?? "unknown",
     arguments: block.raw,
@@ -260,10 +261,6 @@ function unfence(text: string): string {
 
 function guessName(raw: string): string | undefined {
   return /"tool_name"\s*:\s*"([^"\\]+)"/.exec(raw)?.[1]?.trim() || undefined;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function kind(value: unknown): string {

@@ -1,6 +1,7 @@
 import type { AnyAgent } from "../agent/agent.js";
 import { outputSpec } from "../agent/output.js";
 import { AgentloopError } from "../core/errors.js";
+import { isObject } from "../core/json.js";
 import type { JsonSchema } from "../tools/tool.js";
 import { errorResponse } from "./errors.js";
 import type { RequestProblem } from "./openai-compat.js";
@@ -16,9 +17,6 @@ export interface RequestedFormat {
   /** Whether the client gave a schema of its own (`json_schema`), not just asked for JSON. */
   own: boolean;
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
  * Reads a format object. `param` names it (`text.format`, `response_format`); `schemaAt` is where

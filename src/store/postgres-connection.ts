@@ -95,7 +95,7 @@ export function readConnection(url: string, limits: ConnectionLimits = {}): Conn
 }
 
 /** `host:port/database` of a URL, never its password. */
-export function describeUrl(url: string): string {
+function describeUrl(url: string): string {
   let parsed: URL;
   try {
     parsed = new URL(url);

@@ -36,7 +36,7 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX agentloop_runs_by_session ON agentloop_runs (session_id);`,
 ];
 
-export const SCHEMA_VERSION = MIGRATIONS.length;
+const SCHEMA_VERSION = MIGRATIONS.length;
 
 /** Brings the database to `SCHEMA_VERSION`; `where` names it in messages (host:port/database). */
 export async function migrate(client: PoolClient, where: string): Promise<void> {

@@ -5,7 +5,7 @@ import type { DatabaseSync } from "node:sqlite";
 import { StoreError } from "./types.js";
 
 /** "AgLp": the SQLite header's application id of an agentloop database. */
-export const APPLICATION_ID = 0x41674c70;
+const APPLICATION_ID = 0x41674c70;
 
 /** Migration N (1-based) brings the schema from version N-1 to N. Never edit one that has shipped. */
 const MIGRATIONS: readonly string[] = [
@@ -35,7 +35,7 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX runs_by_session ON runs (session_id);`,
 ];
 
-export const SCHEMA_VERSION = MIGRATIONS.length;
+const SCHEMA_VERSION = MIGRATIONS.length;
 
 interface Header {
   applicationId: number;

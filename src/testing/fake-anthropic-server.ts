@@ -3,8 +3,6 @@ import type { Usage } from "../core/messages.js";
 import type { FakeFault, FakeProtocol, FakeRequest, FakeResponderOf } from "./fake-http.js";
 import { pieces, sendJson, startFakeHttpServer, tokens, words } from "./fake-http.js";
 
-export type { FakeRequest } from "./fake-http.js";
-
 /**
  * A fake Anthropic Messages server on 127.0.0.1 (random port) for tests, the sibling of
  * `startFakeOpenAIServer`. `POST /v1/messages` answers with what `respond` returns. Scripted replies

@@ -4,9 +4,6 @@ import type { FakeFault, FakeProtocol, FakeRequest, FakeResponderOf } from "./fa
 import { pieces, sendJson, startFakeHttpServer, tokens, words } from "./fake-http.js";
 import type { FakeToolCall } from "./fake-openai-server.js";
 
-export type { FakeRequest } from "./fake-http.js";
-export type { FakeToolCall } from "./fake-openai-server.js";
-
 /**
  * A fake OpenAI Responses API server on 127.0.0.1 (random port) for tests, the sibling of
  * `startFakeOpenAIServer`. `POST /v1/responses` answers with what `respond` returns. Scripted

@@ -4,7 +4,7 @@ import { RunWaiters, Waiter } from "./awaited.js";
 import { outcomeOf } from "./outcome.js";
 import type { Tool, ToolContext, ToolProgress } from "./tool.js";
 
-export { serialiseResult, truncate } from "./outcome.js";
+export { serialiseResult } from "./outcome.js";
 
 /** A tool call after look-up, JSON parsing and validation (stage 1 of 3). */
 export interface PreparedCall {
@@ -36,7 +36,7 @@ export interface CallOutcome {
   durationMs: number;
   /** Whether this call ends the loop (a loop-breaking tool that ran). */
   breaksLoop: boolean;
-  /** Images and audio of a `toolOutput` result, checked against `maxMediaBytes`. */
+  /** Images and audio of a `toolOutput` result, checked against `maxImageBytes`. */
   media?: MediaPart[];
 }
 
@@ -47,7 +47,7 @@ export interface ExecuteOptions {
   timeoutMs: number;
   maxResultChars: number;
   /** Largest image or audio part of a result; larger ones are replaced by a note. Default: no limit. */
-  maxMediaBytes?: number;
+  maxImageBytes?: number;
   /** Removes secrets from a result (and from progress messages) before anything else sees or cuts it. */
   redact?: (text: string) => string;
   /** The run's calls waiting on a promise; made by the first one. */

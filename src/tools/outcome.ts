@@ -32,7 +32,7 @@ export function outcomeOf(
     sent = [];
     for (let i = 0; i < media.length; i++) {
       const part = media[i] as MediaPart;
-      const checked = checkMedia(part, options.maxMediaBytes ?? Number.POSITIVE_INFINITY);
+      const checked = checkMedia(part, options.maxImageBytes ?? Number.POSITIVE_INFINITY);
       if ("part" in checked) sent.push(checked.part);
       else content += `\n[${part.type} ${i + 1} of this result not shown: ${checked.problem}]`;
     }
@@ -79,7 +79,7 @@ export function serialiseResult(result: unknown): string {
 }
 
 /** Cuts text beyond `max` characters and says so visibly. */
-export function truncate(text: string, max: number): string {
+function truncate(text: string, max: number): string {
   if (text.length <= max) return text;
   return `${text.slice(0, max)}\n[truncated: showing ${max} of ${text.length} characters]`;
 }

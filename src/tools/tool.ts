@@ -99,7 +99,7 @@ export function isToolOutput(value: unknown): value is ToolOutput {
   return typeof value === "object" && value !== null && TOOL_OUTPUT in value;
 }
 
-export interface ToolResultInfo {
+interface ToolResultInfo {
   content: string;
   isError: boolean;
 }

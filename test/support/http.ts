@@ -3,7 +3,7 @@ import type OpenAI from "openai";
 import type { Message } from "../../src/index.js";
 
 export type Event = { type: string; [field: string]: unknown };
-export type WithEvent<T> = T & { agentloop?: Event };
+type WithEvent<T> = T & { agentloop?: Event };
 export type Completion = WithEvent<OpenAI.Chat.Completions.ChatCompletion>;
 export type Chunk = WithEvent<OpenAI.Chat.Completions.ChatCompletionChunk>;
 export interface ErrorBody {

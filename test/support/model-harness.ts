@@ -81,7 +81,7 @@ export function sharedFixture(name: string): string | undefined {
 }
 
 /** Why the recorded-data tests skip when `sharedFixture` found nothing. */
-export const missingFixture = (name: string) =>
+const missingFixture = (name: string) =>
   `skipped: ${resolve(ROOT, "../shared/fixtures", name)} is absent (recorded provider traffic lives beside the project, in ../shared/fixtures)`;
 
 /** Recorded provider streams in ../shared/fixtures/llm-streams (provenance and expected results in SOURCES.md there). */

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const BROWSER = `${process.execPath} ${fileURLToPath(new URL("./fake-browser.mjs", import.meta.url))}`;
+const BROWSER = `${process.execPath} ${fileURLToPath(new URL("./fake-browser.mjs", import.meta.url))}`;
 
 /** A folder with an agentloop.json naming `servers`, its own per-user config dir, and the CLI's env. */
 export function oauthWorkspace(servers: Record<string, unknown>) {

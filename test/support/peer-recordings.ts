@@ -22,7 +22,7 @@ export interface PeerEntry {
   note: string;
 }
 
-export const PEER_DIR = sharedFixture("peer-recordings");
+const PEER_DIR = sharedFixture("peer-recordings");
 
 /** A Responses API recording (`responses/manifest.json`): its file is framed already, as served. */
 export interface ResponsesEntry extends Omit<PeerEntry, "protocol"> {

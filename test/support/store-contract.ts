@@ -15,7 +15,7 @@ import {
 } from "../../src/store/index.js";
 
 /** Every shape a `Message` takes, with text that JSON and SQL must carry unchanged. */
-export const EVERY_MESSAGE: Message[] = [
+const EVERY_MESSAGE: Message[] = [
   { role: "user", content: "List the files, then read 'notes.md'.\nThanks! \"quoted\" \\ back\\slash" },
   { role: "assistant", content: "", toolCalls: [{ id: "call_1", name: "list_files", arguments: "{}" }] },
   {

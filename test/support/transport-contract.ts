@@ -10,7 +10,7 @@ import type { Model, ModelEvent } from "../../src/models/adapter.js";
 import type { FakeFault, FakeRequest, FakeResponderOf } from "../../src/testing/fake-http.js";
 import { collect, deltaText, done, errorOf, HI } from "./model-harness.js";
 
-export interface TransportOptions {
+interface TransportOptions {
   baseURL: string;
   maxRetries?: number;
   timeoutMs?: number;

@@ -15,8 +15,8 @@ import { lazyTool, type Tool } from "../tool.js";
  * Positions in error messages count characters from 1.
  */
 
-export const MAX_EXPRESSION_LENGTH = 10_000;
-export const MAX_NESTING_DEPTH = 200;
+const MAX_EXPRESSION_LENGTH = 10_000;
+const MAX_NESTING_DEPTH = 200;
 
 /** `value` is meaningful for numbers only; `pos` is 1-based. */
 interface Token {

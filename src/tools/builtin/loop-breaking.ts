@@ -1,7 +1,7 @@
 import { lazyTool, type Tool } from "../tool.js";
 
 /** Ends the run with stop reason `task_completion`; `result` becomes the output. */
-export const taskCompletion: Tool = lazyTool({
+const taskCompletion: Tool = lazyTool({
   name: "task_completion",
   description: "Call this when the task is done. `result` is your complete final answer for the user.",
   parameters: {
@@ -17,7 +17,7 @@ export const taskCompletion: Tool = lazyTool({
 });
 
 /** Ends the run with stop reason `ask_question`; the run waits for the user's answer. */
-export const askQuestion: Tool = lazyTool({
+const askQuestion: Tool = lazyTool({
   name: "ask_question",
   description:
     "Ask the user a question when you need information only they can give. The run waits for the answer.",
@@ -32,7 +32,7 @@ export const askQuestion: Tool = lazyTool({
 });
 
 /** Ends the run with stop reason `converse`: a conversational reply with no task to do. */
-export const converse: Tool = lazyTool({
+const converse: Tool = lazyTool({
   name: "converse",
   description: "Reply to the user conversationally when there is no task to perform (greetings, small talk).",
   parameters: {

@@ -1,0 +1,4 @@
+/** A JSON object: not null, not an array (what a wire body, a tool call's arguments or a schema must be). */
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
