@@ -38,7 +38,7 @@ export const MAX_SHOWN_CHARS = 4000;
  * must never hold a secret: callers pass fixed text, or text that may come from elsewhere (an
  * error, the model API) through the app's `Redact`.
  */
-export function errorBody(
+function errorBody(
   status: ErrorStatus,
   message: string,
   code: string | null = null,
@@ -184,7 +184,7 @@ export function unexpectedErrorResponse(error: unknown, redact: Redact): Respons
 }
 
 /** The `error` event that ends a stream the server cut at its shutdown deadline. */
-export const SHUTDOWN_CUT = {
+const SHUTDOWN_CUT = {
   type: "error",
   message: "The server shut down before the run finished: retry the request.",
   code: "shutting_down",

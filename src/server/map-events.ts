@@ -46,7 +46,7 @@ export interface Completion {
 }
 
 /** `Waiting for approval: write_file({"path":"a.txt"}) [call_1], ...`: the calls a run waits for, arguments cut at 200 characters. */
-export function waitingFor(calls: readonly PendingApproval[]): string {
+function waitingFor(calls: readonly PendingApproval[]): string {
   const shown = calls.map(({ id, name, arguments: args }) => {
     const json = JSON.stringify(args);
     return `${name}(${json.length > 200 ? `${json.slice(0, 200)}…` : json}) [${id}]`;
@@ -54,7 +54,7 @@ export function waitingFor(calls: readonly PendingApproval[]): string {
   return `Waiting for approval: ${shown.join(", ")}`;
 }
 
-export function wireUsage(usage: Usage): WireUsage {
+function wireUsage(usage: Usage): WireUsage {
   return {
     prompt_tokens: usage.inputTokens,
     completion_tokens: usage.outputTokens,

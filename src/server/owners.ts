@@ -21,7 +21,7 @@ export interface ClientKey {
 }
 
 /** Client names: 1 to 32 of `A-Z a-z 0-9 _ -` (no dot: the dot ends the name in a stored session id). */
-export const CLIENT_NAME_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
+const CLIENT_NAME_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
 
 /** The owner of the single `apiKey` (AGENTLOOP_API_KEY) when `keys` are configured beside it. */
 export const DEFAULT_OWNER = "default";

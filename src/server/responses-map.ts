@@ -13,7 +13,7 @@ export interface ResponseEvent {
 }
 
 /** The Responses API `usage` object. */
-export interface ResponsesUsage {
+interface ResponsesUsage {
   input_tokens: number;
   input_tokens_details: { cached_tokens: number };
   output_tokens: number;
@@ -21,7 +21,7 @@ export interface ResponsesUsage {
   total_tokens: number;
 }
 
-export function responsesUsage(usage: Usage): ResponsesUsage {
+function responsesUsage(usage: Usage): ResponsesUsage {
   return {
     input_tokens: usage.inputTokens,
     input_tokens_details: { cached_tokens: usage.cachedInputTokens ?? 0 },
