@@ -61,8 +61,9 @@ beforeAll(() => {
   }
   // Links the package's bin into node_modules/.bin, as `npm install` does.
   execFileSync("npm", ["rebuild", "--offline", "--ignore-scripts"], { cwd: project, stdio: "ignore" });
-  // The programs a newcomer copies: the example, and the README's smallest agent.
-  copyFileSync(join(ROOT, "examples/first-agent.ts"), join(project, "first-agent.ts"));
+  // The programs a newcomer copies: the example (from the installed package, as the README says),
+  // and the README's smallest agent.
+  copyFileSync(join(installed, "examples/first-agent.ts"), join(project, "first-agent.ts"));
   const smallest = /## The smallest agent\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
   writeFileSync(
     join(project, "smallest.ts"),
