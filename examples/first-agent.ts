@@ -5,6 +5,7 @@
 //   node examples/first-agent.ts              in this checkout, after npm install (Node.js 22.18+;
 //                                             22.6 to 22.17: node --experimental-strip-types ...)
 //   copy it into a project that ran npm install agentloop-runtime, and run it there the same way
+//                                             (an ES module project: "type": "module"; README, Install)
 import { Agent, calculator, convertTemperature, getCurrentTime } from "agentloop-runtime";
 import { openAIChatModel } from "agentloop-runtime/openai";
 import { DEMO_QUESTIONS, demoModel } from "agentloop-runtime/testing";

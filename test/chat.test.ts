@@ -1,3 +1,6 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { runCli } from "./helpers.js";
@@ -71,6 +74,44 @@ describe("agentloop chat in a terminal", () => {
     expect(await chat.exited).toBe(0);
     // The prompt, the cursor put after it (ESC [3G), then the new line.
     expect(chat.output.endsWith("› \x1b[3G\r\n")).toBe(true);
+  });
+
+  it("on Ctrl+D mid-answer finishes the answer, then ends (exit 0) with the shell's prompt on its own line", async () => {
+    let answer: (reply: { text: string }) => void = () => {};
+    server = await startFakeOpenAIServer({
+      respond: () => new Promise((resolve) => (answer = resolve)),
+    });
+    const chat = startChat({ OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" });
+    await chat.waitFor("› ");
+    chat.type("hello\r");
+    await chat.waitFor("thinking");
+    chat.type("\x04");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    answer({ text: "Hi there." });
+    await chat.waitFor("Hi there.");
+    expect(await chat.exited).toBe(0);
+    expect(chat.output).not.toContain("error");
+    expect(chat.output.endsWith("Hi there.\r\n")).toBe(true);
+  });
+
+  it("stops the answer on Ctrl+C after Ctrl+D ended the input mid-answer, storing the run as aborted", async () => {
+    server = await startFakeOpenAIServer({
+      respond: () => ({ stall: true, afterText: "Let me think about" }),
+    });
+    const dir = mkdtempSync(join(tmpdir(), "agentloop-chat-"));
+    const env = { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+    const chat = terminal(["chat", "--session", "s"], { env, cwd: dir });
+    await chat.waitFor("› ");
+    chat.type("a hard question\r");
+    await chat.waitFor("Let me think about");
+    // Ctrl+D closes the line reader (the terminal leaves raw mode): Ctrl+C is then a real SIGINT.
+    chat.type("\x04");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    chat.type("\x03");
+    await chat.waitFor("aborted");
+    expect(await chat.exited).toBe(130);
+    const ls = await runCli(["sessions", "ls", "--json"], { env, cwd: dir });
+    expect(JSON.parse(ls.stdout)).toMatchObject([{ id: "s", status: "completed", stopReason: "aborted" }]);
   });
 
   it("with --verbose ends each answer with its summary, and names the time limit that stopped one", async () => {

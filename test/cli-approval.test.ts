@@ -340,4 +340,19 @@ describe("approvals in a terminal", () => {
       ...["user", "assistant", "tool", "assistant"],
     ]);
   });
+
+  it("chat takes Ctrl+D at the question as no (as run does), finishes the answer, then ends on its own line", async () => {
+    const w = await workspace([calc("c1")], REQUIRE_CALC);
+    const chat = terminal(["chat", "--session", "s"], { cwd: w.dir, env: w.env });
+    await chat.waitFor("› ");
+    chat.type("Compute.\r");
+    await chat.waitFor("[a]lways allow calculator: ");
+    chat.type("\x04");
+    await chat.waitFor("Results: c1=The user declined this call: it was not run.");
+    expect(await chat.exited).toBe(0);
+    expect(chat.output.endsWith("\n")).toBe(true);
+    expect(JSON.parse((await w.cli(["sessions", "ls", "--json"])).stdout)).toMatchObject([
+      { id: "s", status: "completed", stopReason: "final_answer" },
+    ]);
+  });
 });

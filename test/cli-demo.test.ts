@@ -37,6 +37,8 @@ describe("agentloop demo", () => {
     );
     expect(progress).toContain("> What is the capital of France?\n· iteration 1\n\n");
     expect(progress).toContain('npx agentloop-runtime run "What is 157.09 * 493.89?"');
+    // A local server needs a model of its own: the hint runs as written there too.
+    expect(progress).toContain("--base-url http://localhost:11434/v1 --model llama3.1");
   });
 
   it("--json prints each run's events, the thinking included, and nothing on stderr", async () => {

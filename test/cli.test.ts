@@ -242,7 +242,7 @@ describe("agentloop usage errors", () => {
     const run = await runCli(["run", "hi"]);
     expect(run.code).toBe(2);
     expect(run.stderr).toBe(
-      "agentloop: No API key: set OPENAI_API_KEY, or point --base-url (or OPENAI_BASE_URL) at an OpenAI-compatible server such as Ollama.\n",
+      "agentloop: No API key: set OPENAI_API_KEY, or point --base-url (or OPENAI_BASE_URL) at an OpenAI-compatible server such as Ollama ('agentloop demo' runs without either).\n",
     );
   });
 

@@ -36,10 +36,16 @@ beforeAll(() => {
   // Where `npm install <tarball>` puts it: under the name in its package.json.
   const installed = join(project, "node_modules", packed[0]?.name as string);
   mkdirSync(installed, { recursive: true });
-  writeFileSync(
-    join(project, "package.json"),
-    JSON.stringify({ name: "consumer", private: true, type: "module", dependencies: { [NAME]: "*" } }),
-  );
+  // The project as the README's Install makes a new one (`npm init -y` and what follows it, but
+  // the folder and the registry: the package is the tarball, its dependencies this checkout's).
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  const setup =
+    /```sh\n((?:(?!```).*\n)*?.*npm init -y.*\n(?:(?!```).*\n)*?)```/.exec(readme)?.[1] ?? "npm init -y\n";
+  for (const line of setup.split("\n").map((l) => l.replace(/\s#.*$/, "").trim())) {
+    if (line === "" || /^mkdir |^npm install /.test(line)) continue;
+    execFileSync("sh", ["-c", line], { cwd: project, stdio: "ignore" });
+  }
+  execFileSync("npm", ["pkg", "set", `dependencies.${NAME}=*`], { cwd: project, stdio: "ignore" });
   execFileSync("tar", [
     "-xzf",
     join(dir, packed[0]?.filename as string),
@@ -55,9 +61,9 @@ beforeAll(() => {
   }
   // Links the package's bin into node_modules/.bin, as `npm install` does.
   execFileSync("npm", ["rebuild", "--offline", "--ignore-scripts"], { cwd: project, stdio: "ignore" });
-  // The programs a newcomer copies: the example, and the README's smallest agent.
-  copyFileSync(join(ROOT, "examples/first-agent.ts"), join(project, "first-agent.ts"));
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  // The programs a newcomer copies: the example (from the installed package, as the README says),
+  // and the README's smallest agent.
+  copyFileSync(join(installed, "examples/first-agent.ts"), join(project, "first-agent.ts"));
   const smallest = /## The smallest agent\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
   writeFileSync(
     join(project, "smallest.ts"),

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
+import { runCli } from "./helpers.js";
 import { startServe } from "./support/serve-process.js";
 
 const GATE_SERVER = new URL("./support/gate-mcp-server.mjs", import.meta.url).pathname;
@@ -172,5 +173,15 @@ describe("agentloop serve with a store", () => {
     stored.child.kill("SIGTERM");
     expect(await stored.exited).toBe(0);
     expect(existsSync(join(configured, "data", "runs.db"))).toBe(true);
+  });
+
+  it("where the default store cannot be made (a read-only folder), refuses to start in one line naming --no-store", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agentloop-serve-unwritable-"));
+    writeFileSync(join(dir, ".agentloop"), ""); // a file where the store's folder would go
+    const env = { OPENAI_BASE_URL: "http://127.0.0.1:9/v1", OPENAI_API_KEY: "sk-upstream" };
+    const run = await runCli(["serve", "--port", "0"], { env, cwd: dir });
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim().split("\n")).toHaveLength(1);
+    expect(run.stderr).toMatch(/\.agentloop\/agentloop\.db cannot be created: .*--no-store/);
   });
 });

@@ -47,8 +47,8 @@ const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", 
  * `agentloop chat`: a multi-turn conversation in the terminal. Answers stream as they are
  * generated, tool calls show compactly with their durations, Ctrl+C stops the current answer
  * and a second Ctrl+C (at the prompt) exits. Piped input is read line by line, each line a
- * turn, until its end (exit 0). SIGTERM or SIGHUP (and Ctrl+C when stdin is not a terminal)
- * stop the answer in flight, close the tools and exit 130. With `--session`, the stored
+ * turn, until its end (exit 0). SIGTERM or SIGHUP (and Ctrl+C when stdin is not a terminal, or
+ * once Ctrl+D ended the input) stop the answer in flight, close the tools and exit 130. With `--session`, the stored
  * conversation continues and every turn is stored as a run of the session. Calls that need
  * approval are asked about inline (y / n / a) in a terminal. Resolves to the exit code.
  */
@@ -64,8 +64,9 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     rl?.close();
   };
   if (flags.session !== undefined) checkSessionId(flags.session);
-  const signals = interactive ? STOP_SIGNALS.filter((s) => s !== "SIGINT") : STOP_SIGNALS;
-  for (const signal of signals) process.on(signal, stop);
+  // In a terminal the line reader takes Ctrl+C as a key (stopping the answer); a SIGINT reaches the
+  // process only when it is not reading: before it starts, or after Ctrl+D closed it mid-answer.
+  for (const signal of STOP_SIGNALS) process.on(signal, stop);
   let held: HeldSession | undefined;
   try {
     const settings = await settingsFrom(flags);
@@ -150,26 +151,42 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       const write = (text: string) => out.write(text);
       const lines = createInterface({ input: process.stdin, output: out, terminal: interactive });
       rl = lines;
+      // Ctrl+D (the input's end) closes the line reader, at the prompt or mid-answer (which then
+      // finishes, and the chat with it); so do a second Ctrl+C at the prompt and a stop.
+      let inputEnded = false;
+      let endedAtPrompt = false;
+      lines.once("close", () => {
+        inputEnded = true;
+        endedAtPrompt = turn === undefined;
+      });
       // The prompt and the banner are for people at a keyboard, not for piped input.
       const prompt = () => {
-        if (interactive) lines.prompt();
+        if (interactive && !inputEnded) lines.prompt();
       };
       ask = (question, answered) =>
         new Promise((resolve) => {
           const stop = turn?.signal ?? new AbortController().signal;
-          if (stop.aborted) return resolve(undefined);
+          if (stop.aborted || inputEnded) return resolve(undefined);
           const signal = answered ? AbortSignal.any([stop, answered]) : stop;
           // Ctrl+C cancels the question (readline drops it, so the next line is a message again);
-          // so does the key that answered it (readline then clears its line).
+          // so does the key that answered it (readline then clears its line). Ctrl+D (the input
+          // ends) answers nothing, as in `run`: the call is declined, the answer goes on.
           const cancelled = () => {
             if (stop.aborted) write("\n");
-            resolve(undefined);
+            settle(undefined);
+          };
+          const ended = () => {
+            write("\n");
+            settle(undefined);
+          };
+          const settle = (answer: string | undefined) => {
+            signal.removeEventListener("abort", cancelled);
+            lines.off("close", ended);
+            resolve(answer);
           };
           signal.addEventListener("abort", cancelled, { once: true });
-          lines.question(question, { signal }, (answer) => {
-            signal.removeEventListener("abort", cancelled);
-            resolve(answer);
-          });
+          lines.once("close", ended);
+          lines.question(question, { signal }, settle);
         });
 
       // `ask` answered by the first key other than Enter or a space (the line reader sees the key
@@ -192,7 +209,6 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       let history: Message[] = session?.messages ?? [];
       let last: RunState | undefined = session?.lastRun;
       let armedExit = false;
-      let typedExit = false;
       lines.on("SIGINT", () => {
         if (turn) {
           turn.abort();
@@ -226,10 +242,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
           prompt();
           continue;
         }
-        if (line === "/exit" || line === "/quit") {
-          typedExit = true;
-          break;
-        }
+        if (line === "/exit" || line === "/quit") break;
         const named = line.startsWith("/") ? parsePromptLine(line, loaded.prompts()) : undefined;
         if (line === "/help") {
           write(`${HELP}\n`);
@@ -272,7 +285,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       }
       // The input ended (Ctrl+D) or Ctrl+C was pressed twice at the prompt: the cursor is still on
       // the prompt's line, where the shell's prompt would land.
-      if (interactive && !typedExit && !stopped) write("\n");
+      if (interactive && endedAtPrompt && !stopped) write("\n");
       lines.close();
 
       /** The text of an MCP prompt, its missing arguments asked for; undefined (with a line) when it cannot be had. */
@@ -401,7 +414,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     throw held ? storeFailure(error, held.session.id, held) : error;
   } finally {
     await held?.close();
-    for (const signal of signals) process.off(signal, stop);
+    for (const signal of STOP_SIGNALS) process.off(signal, stop);
   }
   return stopped ? EXIT_CODES.aborted : 0;
 }

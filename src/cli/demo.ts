@@ -42,7 +42,7 @@ export async function demoCommand(flags: DemoFlags): Promise<number> {
   }
   if (!flags.json) {
     err(
-      '\nWith a model of your own: set OPENAI_API_KEY (or --base-url http://localhost:11434/v1 for Ollama) and run: npx agentloop-runtime run "What is 157.09 * 493.89?"',
+      '\nWith a model of your own: set OPENAI_API_KEY and run: npx agentloop-runtime run "What is 157.09 * 493.89?" (with Ollama, no key: add --base-url http://localhost:11434/v1 --model llama3.1)',
     );
   }
   return exitCode;

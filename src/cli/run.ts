@@ -49,7 +49,7 @@ async function createModel(settings: Settings): Promise<Model> {
         : "an OpenAI-compatible server such as Ollama";
     throw new AgentloopError(
       "config",
-      `No API key: set ${keyVar}, or point --base-url (or ${provider === "anthropic" ? "ANTHROPIC" : "OPENAI"}_BASE_URL) at ${server}.`,
+      `No API key: set ${keyVar}, or point --base-url (or ${provider === "anthropic" ? "ANTHROPIC" : "OPENAI"}_BASE_URL) at ${server} ('agentloop demo' runs without either).`,
     );
   }
   const common = {

@@ -277,7 +277,13 @@ async function serverStore(settings: Settings, flags: ServeFlags): Promise<Sessi
       "--lease applies to a PostgreSQL store: set AGENTLOOP_DB to a postgres:// URL, or drop --lease (a SQLite store sees a dead process at once).",
     );
   if (off) return undefined;
-  return openStore(settings, flags.lease === undefined ? {} : { leaseMs: flags.lease * 1000 });
+  try {
+    return await openStore(settings, flags.lease === undefined ? {} : { leaseMs: flags.lease * 1000 });
+  } catch (error) {
+    // Nobody asked for the default store (a read-only working folder, say): say how to go without.
+    if (!(error instanceof AgentloopError) || settings.db.from !== "the default") throw error;
+    throw new AgentloopError("config", `${error.message}; or serve without storing runs: --no-store`);
+  }
 }
 
 /** Starts @hono/node-server; rejects with a one-line config error naming the option when the address cannot be bound. */
