@@ -19,7 +19,8 @@ import type { ModelEvent, ModelReply } from "./adapter.js";
  * `function.arguments` as an object (serialised to JSON),
  * a whole call in one delta (Ollama, vLLM), and Ollama's whole calls with neither `index` nor `id`
  * (several in one chunk, or one after another: a named delta after a call with complete JSON
- * arguments starts a new call); `content: null` (vLLM, llama.cpp server); extra fields such as
+ * arguments starts a new call), and likewise a call's header (id and name) again after its complete
+ * arguments, at the same index or none (two calls with one id); `content: null` (vLLM, llama.cpp server); extra fields such as
  * llama.cpp's `timings` or vLLM's `stop_reason` are ignored; `content` as a list of typed parts
  * (Mistral, Magistral: `{"type":"text","text"}` is text, `{"type":"thinking","thinking":[{"type":"text",
  * "text"}]}` is reasoning, other parts are skipped); a `refusal` (OpenAI) is kept apart from the
@@ -96,6 +97,16 @@ function partsText(value: unknown): string {
   let text = "";
   for (const part of value) if (isObject(part) && part.type === "text") text += str(part.text) ?? "";
   return text;
+}
+
+/** Whether a call's arguments so far are one whole JSON text (checked only when a delta names a tool again). */
+function isWholeJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function toolCall(id: string, name: string, args: string, tooDeep: boolean): ToolCall {
@@ -180,6 +191,10 @@ export class ChatStreamAssembler {
       if (base && (id === undefined || base.id === "" || base.id === id) && !(sibling && index === undefined))
         target = base;
     }
+    // A header (id and name) again for a call that already has its name and complete arguments
+    // is a second call under the same id (the loop makes the ids unique), not a continuation.
+    if (target && id !== undefined && name && target.name && isWholeJson(target.arguments))
+      target = undefined;
     if (!target) {
       if (id === undefined && !name && text === "") return; // nothing to start a call with
       target = { id: "", name: "", arguments: "", index };
@@ -214,12 +229,7 @@ export class ChatStreamAssembler {
   private indexless(name: string): PendingCall | undefined {
     const current = this.current;
     if (!current || !name || !current.name) return current;
-    try {
-      JSON.parse(current.arguments);
-      return undefined;
-    } catch {
-      return current;
-    }
+    return isWholeJson(current.arguments) ? undefined : current;
   }
 
   /** True once the stream said it was finished: a finish_reason, or a usage report in a chunk without choices. */
