@@ -98,6 +98,21 @@ describe("ChatStreamAssembler", () => {
     expect(reply.toolCalls).toEqual([{ id: "x", name: "calc", arguments: '{"e":"1+1"}' }]);
   });
 
+  it("takes a header repeated on every delta of long arguments in linear time", () => {
+    const pieces = Array.from({ length: 40_000 }, (_, i) => `"k${i}":"${"v".repeat(20)}",`);
+    const { reply } = assemble([
+      tc({ index: 0, id: "x", function: { name: "calc", arguments: "{" } }),
+      ...pieces.map((p) => tc({ index: 0, id: "x", function: { name: "calc", arguments: p } })),
+      tc({ index: 0, id: "x", function: { name: "calc", arguments: '"end":1}' } }),
+      chunk({}, "tool_calls"),
+    ]);
+    expect(reply.toolCalls).toHaveLength(1);
+    expect(JSON.parse(reply.toolCalls[0]?.arguments ?? "")).toMatchObject({
+      k0: "vvvvvvvvvvvvvvvvvvvv",
+      end: 1,
+    });
+  });
+
   it("serialises object arguments, takes a whole call in one delta, and names id-less calls", () => {
     const { reply } = assemble([
       tc({ function: { name: "get_weather", arguments: { city: "Tokyo" } } }),
