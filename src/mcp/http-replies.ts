@@ -31,14 +31,15 @@ function lineChecker(): TransformStream<string, string> {
   let rest = "";
   return new TransformStream({
     transform(chunk, controller) {
-      const text = rest + chunk;
-      const end = text.lastIndexOf("\n");
+      // Only the new chunk is searched: a long line over many chunks stays linear.
+      const end = chunk.lastIndexOf("\n");
       if (end < 0) {
-        rest = text;
+        rest += chunk;
         return;
       }
-      rest = text.slice(end + 1);
-      controller.enqueue(checkLines(text.slice(0, end + 1)));
+      const lines = rest + chunk.slice(0, end + 1);
+      rest = chunk.slice(end + 1);
+      controller.enqueue(checkLines(lines));
     },
     flush(controller) {
       if (rest) controller.enqueue(checkLines(rest));
@@ -58,8 +59,10 @@ function checkLines(text: string): string {
 function checkData(line: string): string {
   const cr = line.endsWith("\r") ? "\r" : "";
   const payload = line.slice(line.startsWith("data: ") ? 6 : 5, line.length - cr.length);
-  // Only a reply (an id, no method) can be replaced; notifications and fragments pass untouched.
+  // Only a reply (an id, no method) can be replaced; notifications and fragments pass untouched,
+  // and so does a reply with a result and no error (the SDK reads it; no second parse of a large one).
   if (!payload.startsWith("{") || !payload.includes('"id"') || payload.includes('"method"')) return line;
+  if (payload.includes('"result"') && !payload.includes('"error"')) return line;
   try {
     deserializeMessage(payload);
     return line;
