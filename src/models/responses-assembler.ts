@@ -195,7 +195,10 @@ export class ResponsesStreamAssembler {
     if (id) ids.set(id, index);
     const callId = str(raw.call_id);
     if (callId && callId !== id) {
-      if (ids.has(callId)) (this.shared ??= new Set()).add(callId);
+      if (ids.has(callId)) {
+        this.shared ??= new Set();
+        this.shared.add(callId);
+      }
       ids.set(callId, index);
     }
   }
