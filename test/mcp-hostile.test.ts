@@ -41,44 +41,58 @@ describe("a reply that is not valid JSON-RPC", () => {
   });
 });
 
-describe("a reply that is not valid JSON-RPC over Streamable HTTP (a JSON answer)", () => {
-  it("fails its call at once, named as such (not as an OAuth answer)", async () => {
-    const server = createServer(async (req, res) => {
-      let body = "";
-      for await (const chunk of req) body += chunk;
-      const { id, method, params } = req.method === "POST" ? JSON.parse(body) : {};
-      if (id === undefined) {
-        res.writeHead(req.method === "POST" ? 202 : 405).end();
-        return;
-      }
-      const result =
-        method === "initialize"
-          ? {
-              protocolVersion: params.protocolVersion,
-              capabilities: { tools: {} },
-              serverInfo: { name: "hostile", version: "1.0.0" },
-            }
-          : method === "tools/list"
-            ? { tools: [{ name: "empty", inputSchema: { type: "object" } }] }
-            : undefined;
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ jsonrpc: "2.0", id, ...(result && { result }) }));
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const toolset = await connectMcpServers({ remote: { url: `${url}/mcp` } });
-    try {
-      expect(await call(toolset, "empty", {})).toEqual({
-        content:
-          "MCP server 'remote' could not run 'empty': its reply is not valid JSON-RPC. Check the server.",
-        isError: true,
+describe("a reply that is not valid JSON-RPC over Streamable HTTP", () => {
+  it.each(["json", "sse"])(
+    "fails its call at once, named as such (not as an OAuth answer): %s answer",
+    async (answer) => {
+      const server = createServer(async (req, res) => {
+        let body = "";
+        for await (const chunk of req) body += chunk;
+        const { id, method, params } = req.method === "POST" ? JSON.parse(body) : {};
+        if (id === undefined) {
+          res.writeHead(req.method === "POST" ? 202 : 405).end();
+          return;
+        }
+        const result =
+          method === "initialize"
+            ? {
+                protocolVersion: params.protocolVersion,
+                capabilities: { tools: {} },
+                serverInfo: { name: "hostile", version: "1.0.0" },
+              }
+            : method === "tools/list"
+              ? { tools: [{ name: "empty", inputSchema: { type: "object" } }] }
+              : undefined;
+        const reply = JSON.stringify({ jsonrpc: "2.0", id, ...(result && { result }) });
+        if (answer === "json" || result) {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(reply);
+          return;
+        }
+        // The event, and the stream left open (as a server that still works on the call would).
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.write(`event: message\ndata: ${reply}\n\n`);
       });
-    } finally {
-      await toolset.close();
-      server.closeAllConnections();
-      server.close();
-    }
-  });
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const toolset = await connectMcpServers({ remote: { url: `${url}/mcp` } });
+      try {
+        // An event is read as a stdio line is (the SDK would drop it and wait for the timeout).
+        const why =
+          answer === "json"
+            ? "its reply is not valid JSON-RPC. Check the server."
+            : "MCP error -32603: the server replied with neither a result nor an error.";
+        expect(await call(toolset, "empty", {})).toEqual({
+          content: `MCP server 'remote' could not run 'empty': ${why}`,
+          isError: true,
+        });
+      } finally {
+        await toolset.close();
+        server.closeAllConnections();
+        server.close();
+      }
+    },
+  );
 });
 
 describe("a flood of progress notifications", () => {

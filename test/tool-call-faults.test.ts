@@ -304,6 +304,48 @@ describe("tool-call arguments that are not one JSON object", () => {
   });
 });
 
+describe("a history given to a run (the library's `history`, a client's messages on the server)", () => {
+  it("with arguments that are not one JSON object sends {} for them", async () => {
+    const server = await startFakeOpenAIServer({ respond: () => ({ text: "Next." }) });
+    servers.push(server);
+    const history: Message[] = [
+      { role: "user", content: "compute" },
+      {
+        role: "assistant",
+        content: "",
+        toolCalls: [
+          { id: "cut", name: "calculator", arguments: "{" },
+          { id: "inf", name: "calculator", arguments: "1e999" },
+        ],
+      },
+      { role: "tool", toolCallId: "cut", name: "calculator", content: "bad", isError: true },
+      { role: "tool", toolCallId: "inf", name: "calculator", content: "bad", isError: true },
+      { role: "assistant", content: "Sorry." },
+    ];
+    const model = openAIChatModel({ model: "m", apiKey: "sk-test", baseURL: server.url, maxRetries: 0 });
+    const result = await new Agent({ model }).run("again", { history });
+    expect(result.output).toBe("Next.");
+    const assistant = server.requests[0]?.body.messages.find((m: { role: string }) => m.role === "assistant");
+    expect(
+      assistant.tool_calls.map((c: { function: { arguments: string } }) => c.function.arguments),
+    ).toEqual(["{}", "{}"]);
+
+    // The same history from a client of the server, as Responses items.
+    const { client } = await listen({ agents: { a: new Agent({ model }) } });
+    const answer = await client.responses.create({
+      input: [
+        { role: "user", content: "compute" },
+        { type: "function_call", call_id: "big", name: "calculator", arguments: "56e83361274323" },
+        { type: "function_call_output", call_id: "big", output: "bad" },
+        { role: "user", content: "again" },
+      ],
+    });
+    expect(answer.output_text).toBe("Next.");
+    const sent = server.requests[1]?.body.messages.find((m: { role: string }) => m.role === "assistant");
+    expect(sent.tool_calls[0].function.arguments).toBe("{}");
+  });
+});
+
 describe("an empty reply", () => {
   it("ends final_answer with incomplete 'empty': the CLI warns, the library says so", async () => {
     const server = await startFakeOpenAIServer({ respond: () => ({ text: "" }) });

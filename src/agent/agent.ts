@@ -271,7 +271,10 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   stream(input: UserInput, options?: OptionsOf<S>): RunHandle<OutputOf<S>>;
   stream<Output>(input: UserInput, options: RunOptions = {}): RunHandle<Output> {
     const message = userMessage(input, this.options.maxImageBytes ?? DEFAULT_MAX_MEDIA_BYTES);
-    const history = options.history ?? [];
+    // A history from outside (a client's messages, a caller's own store) is repaired as a stored
+    // log is (unique call ids, unreadable arguments marked `invalid`): a provider would refuse it.
+    const given = options.history ?? [];
+    const history = repairedHistory(given) ?? given;
     // A history that ends with calls left open (a run that waits): the input answers an
     // `ask_question` among them, and the others are closed as not run.
     let last = history.length - 1;

@@ -8,6 +8,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { Prompt as McpPrompt, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { isHttpConfig, isStdioConfig, type McpServerConfig, type McpTransportKind } from "./config.js";
 import { childEnvironment } from "./env.js";
+import { checkedReplies } from "./http-replies.js";
 import type { McpOAuthProvider } from "./oauth-provider.js";
 import { StdioTransport } from "./stdio.js";
 
@@ -38,7 +39,8 @@ export async function openClient(
     const { oauth } = hooks;
     const init = {
       ...(config.headers && { requestInit: { headers: config.headers } }),
-      ...(oauth && { authProvider: oauth, fetch: oauth.fetch }),
+      ...(oauth && { authProvider: oauth }),
+      fetch: checkedReplies(oauth?.fetch ?? fetch),
     };
     if (config.type === "sse")
       return { client: await attach(new SSEClientTransport(url, init)), kind: "sse" };

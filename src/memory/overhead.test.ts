@@ -76,6 +76,47 @@ describe("the context budget and the server's own overhead", () => {
   });
 });
 
+describe("the overhead learned by one run", () => {
+  it("is kept free from the first request of the agent's next run (a chat's next turn)", async () => {
+    const counter = tokenCounterFor("m");
+    const overhead = 1000;
+    server = await startFakeOpenAIServer({
+      respond: (request, index) => {
+        const messages = request.body.messages as { role: string; content: string | null }[];
+        const ours = countRequest(
+          {
+            system: "",
+            messages: messages.map((m) => ({ role: "user" as const, content: m.content ?? "" })),
+            tools: [],
+          },
+          counter,
+        );
+        const usage = { inputTokens: ours + overhead, outputTokens: 10 };
+        return index === 0
+          ? { toolCalls: [{ name: "read", arguments: { page: 0 } }], usage }
+          : { text: "done", usage };
+      },
+    });
+    const agent = new Agent({
+      model: openAIChatModel({ model: "m", baseURL: server.url, maxRetries: 0 }),
+      tools: [read],
+      maxContextTokens: 2000,
+    });
+    // The first turn (task, one page, answer) is about 500 tokens by our count: it fits even with the overhead.
+    const first = await agent.run("summarise page 0");
+    expect(first.stopReason).toBe("final_answer");
+    // The second turn's history is about 1,000 tokens by our count: under the 1,700-token budget
+    // with only the first requests' margin, over it with the server's 1,000 tokens the first turn showed.
+    const long = `and now this: ${"sit amet consectetur ".repeat(120)}`;
+    const second = await agent.run(long, { history: first.messages });
+    expect(second.stopReason).toBe("final_answer");
+    const sent = JSON.stringify(server.requests[2]?.body.messages);
+    expect(sent).toContain("earlier messages omitted to fit the context window");
+    expect(sent).not.toContain("page 0:");
+    expect(sent).toContain("sit amet");
+  });
+});
+
 describe("learnOverhead", () => {
   it("takes an exact count's difference as it is, and an upper bound's only to raise what is kept free", () => {
     const o = newOverhead();

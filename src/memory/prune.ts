@@ -163,8 +163,9 @@ export interface LoopContext extends ContextManager {
    * manager's weak map, and there is no promise unless a summary must be written. `reported`: the
    * prompt tokens the provider reported for the run's previous request (the one the last `shape`
    * gave), from which the run learns what the server adds to our count (a chat template wrapped
-   * around the tool schemas): the requests that follow keep that much more room free. Until the run
-   * has learned it, a margin of `OVERHEAD_MARGIN` of the budget is kept instead.
+   * around the tool schemas): the requests that follow keep that much more room free, and so do the
+   * first requests of the runs that follow (of this context, i.e. this agent). Until a run has
+   * learned it, a margin of `OVERHEAD_MARGIN` of the budget is kept instead.
    */
   shape(
     history: readonly Message[],
@@ -230,6 +231,10 @@ export function loopContext(options: ContextOptions): LoopContext {
   const summarizer = options.strategy === "summarize" ? options.summarizer : undefined;
   const summaryTokens = Math.min(2_000, Math.floor(budget / 10));
   const margin = Math.ceil(budget * OVERHEAD_MARGIN);
+  // The server's overhead as the agent's runs last learned it (-1 until one has): a run starts
+  // with it rather than with the margin, so a chat's next turn, which starts with the longest
+  // history, keeps free what the previous turn showed.
+  let serverOverhead = -1;
   const windows = new WeakMap<readonly Message[], Window>();
   const boundCounters = upperBoundsOf(counter);
   const bounds = new WeakMap<readonly Message[], Bound>();
@@ -425,8 +430,11 @@ export function loopContext(options: ContextOptions): LoopContext {
   ): readonly Message[] | Promise<readonly Message[]> {
     let limit = budget;
     if (memo) {
-      learnOverhead(memo.overhead, reported, margin);
-      limit -= keptFree(memo.overhead, margin);
+      const overhead = memo.overhead;
+      if (overhead.learned < 0) overhead.learned = serverOverhead;
+      learnOverhead(overhead, reported, margin);
+      serverOverhead = overhead.learned;
+      limit -= keptFree(overhead, margin);
     }
     if (fitsByBound(history, system, tools, memo, limit)) return history;
     const w = windowFor(history, memo);

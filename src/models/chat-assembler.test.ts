@@ -72,6 +72,47 @@ describe("ChatStreamAssembler", () => {
     ]);
   });
 
+  it("starts a new call when a call's header (id and name) comes again at one index after complete arguments", () => {
+    // Two calls with one id at one index, or at none: merged, they were one call with invalid arguments.
+    for (const index of [0, undefined]) {
+      const { reply } = assemble([
+        tc({ index, id: "x", function: { name: "calc", arguments: "" } }),
+        tc({ index, function: { arguments: '{"e":"1+1"}' } }),
+        tc({ index, id: "x", function: { name: "calc", arguments: "" } }),
+        tc({ index, function: { arguments: '{"e":"2+2"}' } }),
+        tc({ index, id: "x", function: { name: "calc", arguments: '{"e":"3+3"}' } }),
+        chunk({}, "tool_calls"),
+      ]);
+      expect(reply.toolCalls).toEqual([
+        { id: "x", name: "calc", arguments: '{"e":"1+1"}' },
+        { id: "x", name: "calc", arguments: '{"e":"2+2"}' },
+        { id: "x", name: "calc", arguments: '{"e":"3+3"}' },
+      ]);
+    }
+    // A header repeated while the arguments are still incomplete continues the call.
+    const { reply } = assemble([
+      tc({ index: 0, id: "x", function: { name: "calc", arguments: '{"e":' } }),
+      tc({ index: 0, id: "x", function: { name: "calc", arguments: '"1+1"}' } }),
+      chunk({}, "tool_calls"),
+    ]);
+    expect(reply.toolCalls).toEqual([{ id: "x", name: "calc", arguments: '{"e":"1+1"}' }]);
+  });
+
+  it("takes a header repeated on every delta of long arguments in linear time", () => {
+    const pieces = Array.from({ length: 40_000 }, (_, i) => `"k${i}":"${"v".repeat(20)}",`);
+    const { reply } = assemble([
+      tc({ index: 0, id: "x", function: { name: "calc", arguments: "{" } }),
+      ...pieces.map((p) => tc({ index: 0, id: "x", function: { name: "calc", arguments: p } })),
+      tc({ index: 0, id: "x", function: { name: "calc", arguments: '"end":1}' } }),
+      chunk({}, "tool_calls"),
+    ]);
+    expect(reply.toolCalls).toHaveLength(1);
+    expect(JSON.parse(reply.toolCalls[0]?.arguments ?? "")).toMatchObject({
+      k0: "vvvvvvvvvvvvvvvvvvvv",
+      end: 1,
+    });
+  });
+
   it("serialises object arguments, takes a whole call in one delta, and names id-less calls", () => {
     const { reply } = assemble([
       tc({ function: { name: "get_weather", arguments: { city: "Tokyo" } } }),

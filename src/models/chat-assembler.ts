@@ -20,7 +20,8 @@ import type { ModelEvent, ModelReply } from "./adapter.js";
  * `function.arguments` as an object (serialised to JSON),
  * a whole call in one delta (Ollama, vLLM), and Ollama's whole calls with neither `index` nor `id`
  * (several in one chunk, or one after another: a named delta after a call with complete JSON
- * arguments starts a new call); `content: null` (vLLM, llama.cpp server); extra fields such as
+ * arguments starts a new call), and likewise a call's header (id and name) again after its complete
+ * arguments, at the same index or none (two calls with one id); `content: null` (vLLM, llama.cpp server); extra fields such as
  * llama.cpp's `timings` or vLLM's `stop_reason` are ignored; `content` as a list of typed parts
  * (Mistral, Magistral: `{"type":"text","text"}` is text, `{"type":"thinking","thinking":[{"type":"text",
  * "text"}]}` is reasoning, other parts are skipped); a `refusal` (OpenAI) is kept apart from the
@@ -36,6 +37,8 @@ interface PendingCall {
   arguments: string;
   /** The wire `index` of its first delta, when it had one. */
   index: number | undefined;
+  /** Whether the last piece of `arguments` ends in `}` (they may be whole: worth a parse). */
+  closed: boolean;
   /** Object arguments nested too deep to serialise: the call becomes an error result. */
   tooDeep?: boolean;
 }
@@ -96,6 +99,30 @@ function partsText(value: unknown): string {
   let text = "";
   for (const part of value) if (isObject(part) && part.type === "text") text += str(part.text) ?? "";
   return text;
+}
+
+/**
+ * Whether a call's arguments so far are one whole JSON object (checked only when a delta names a
+ * tool again, and parsed only when their last piece ends in `}`: never a pass over the whole text
+ * per delta, which a server that repeats the header on every delta would make quadratic).
+ */
+function isWholeJson(call: PendingCall): boolean {
+  if (!call.closed) return false;
+  try {
+    JSON.parse(call.arguments);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether a piece of arguments ends in `}`, trailing whitespace aside (undefined for whitespace alone). */
+function endsClosed(piece: string): boolean | undefined {
+  for (let i = piece.length - 1; i >= 0; i--) {
+    const c = piece.charCodeAt(i);
+    if (c !== 32 && c !== 9 && c !== 10 && c !== 13) return c === 125;
+  }
+  return undefined;
 }
 
 function toolCall(id: string, name: string, args: string, tooDeep: boolean): ToolCall {
@@ -180,14 +207,18 @@ export class ChatStreamAssembler {
       if (base && (id === undefined || base.id === "" || base.id === id) && !(sibling && index === undefined))
         target = base;
     }
+    // A header (id and name) again for a call that already has its name and complete arguments
+    // is a second call under the same id (the loop makes the ids unique), not a continuation.
+    if (target && id !== undefined && name && target.name && isWholeJson(target)) target = undefined;
     if (!target) {
       if (id === undefined && !name && text === "") return; // nothing to start a call with
-      target = { id: "", name: "", arguments: "", index };
+      target = { id: "", name: "", arguments: "", index, closed: false };
       this.calls.push(target);
     }
     if (id !== undefined && target.id === "") target.id = id;
     if (name && !target.name) target.name = name;
     target.arguments += args;
+    target.closed = endsClosed(args) ?? target.closed;
     if (text === undefined) target.tooDeep = true;
     if (index !== undefined) this.byIndex.set(index, target);
     this.current = target;
@@ -214,12 +245,7 @@ export class ChatStreamAssembler {
   private indexless(name: string): PendingCall | undefined {
     const current = this.current;
     if (!current || !name || !current.name) return current;
-    try {
-      JSON.parse(current.arguments);
-      return undefined;
-    } catch {
-      return current;
-    }
+    return isWholeJson(current) ? undefined : current;
   }
 
   /** True once the stream said it was finished: a finish_reason, or a usage report in a chunk without choices. */

@@ -155,6 +155,14 @@ describe("retries: one policy for HTTP errors and error events inside a stream",
     expect(done(await collect(chat(o.url, 3))).content).toBe("ok");
     expect(o.requests).toHaveLength(2);
 
+    // llama.cpp's server while it loads the model (the type it gives its 503).
+    const loading = await openai([
+      { raw: 'data: {"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}\n\n' },
+      { text: "ok" },
+    ]);
+    expect(done(await collect(chat(loading.url, 3))).content).toBe("ok");
+    expect(loading.requests).toHaveLength(2);
+
     const a = await anthropic([
       {
         raw: 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n',

@@ -74,9 +74,10 @@ const DETERMINISTIC =
 /**
  * The types of a provider's error that a later request may not meet: an error event inside a 200
  * stream of one of these is retried like the HTTP status it stands for (5xx, 429, 529).
+ * llama.cpp's `unavailable_error` is its 503 (the model still loading).
  */
 const TRANSIENT =
-  /server_error|api_error|overloaded|rate_limit|timeout_error|service_unavailable|internal_error/i;
+  /server_error|api_error|overloaded|rate_limit|timeout_error|service_unavailable|unavailable_error|internal_error/i;
 
 /** The code of a `ModelError` for a request that does not fit the model's context window (any provider). */
 const CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded";

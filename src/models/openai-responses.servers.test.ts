@@ -63,6 +63,27 @@ describe("llama.cpp's Responses stream", () => {
     ]);
   });
 
+  it("keeps two calls with one call_id apart (each announced item is a new one); the loop makes the ids unique", async () => {
+    const s = await serve([
+      {
+        llamaCppEvents: true,
+        toolCalls: [
+          { id: "x", name: "get_weather", arguments: { city: "Oslo" } },
+          { id: "x", name: "get_weather", arguments: { city: "Rome" } },
+        ],
+      },
+      { llamaCppEvents: true, text: "Sunny in both." },
+    ]);
+    const result = await agentOn(s.url).run("weather in Oslo and Rome?");
+    expect(result.output).toBe("Sunny in both.");
+    expect(result.messages[1]).toMatchObject({
+      toolCalls: [
+        { id: "x", name: "get_weather", arguments: '{"city":"Oslo"}' },
+        { id: "x_2", name: "get_weather", arguments: '{"city":"Rome"}' },
+      ],
+    });
+  });
+
   it("a done event naming an item never announced still goes to the last item", () => {
     const a = new ResponsesStreamAssembler();
     const events = [

@@ -73,6 +73,8 @@ export class ResponsesStreamAssembler {
    * `output_index`, for the events that name them; made by the first one (most streams never need it).
    */
   private ids: Map<string, number> | undefined;
+  /** The ids announced by more than one item (two calls with one `call_id`); made by the first. */
+  private shared: Set<string> | undefined;
   private content = "";
   private thinking = "";
   /** The reasoning part the last thinking text came from (`<output index>:<part>`). */
@@ -87,16 +89,20 @@ export class ResponsesStreamAssembler {
   push(event: unknown): ModelEvent[] {
     if (!isObject(event)) return [];
     // Without `output_index` (llama.cpp's server) the item is the one its `item_id` names.
-    const index = num(event.output_index) ?? this.named(event.item_id);
+    const index = num(event.output_index) ?? this.named(event.item_id, event.type);
     switch (event.type) {
       case "response.output_item.added": {
         if (index !== undefined) return this.added(index, event.item);
-        const at = this.itemIndex(event.item) ?? this.items.size;
+        // An announced item is a new one, even under an id an earlier item has.
+        const at = this.items.size;
         this.name(event.item, at);
         return this.added(at, event.item);
       }
       case "response.output_item.done":
-        return this.itemDone(index ?? this.itemIndex(event.item) ?? this.items.size - 1, event.item);
+        return this.itemDone(
+          index ?? this.itemIndex(event.item, event.type) ?? this.items.size - 1,
+          event.item,
+        );
       case "response.output_text.delta":
         return this.text(this.item(index, "message"), index ?? -1, str(event.delta));
       case "response.output_text.done": {
@@ -160,15 +166,24 @@ export class ResponsesStreamAssembler {
     return this.status !== undefined;
   }
 
-  /** The output index of the item an event's `item_id` names, when one was announced with that id. */
-  private named(itemId: unknown): number | undefined {
-    return typeof itemId === "string" ? this.ids?.get(itemId) : undefined;
+  /**
+   * The output index of the item an event's `item_id` names, when one was announced with that id:
+   * the latest such item, but for a `.done` event under an id several items have, the first of
+   * them not done yet (llama.cpp sends every `.done` after the last item's deltas, in item order).
+   */
+  private named(itemId: unknown, type?: unknown): number | undefined {
+    if (typeof itemId !== "string") return undefined;
+    if (this.shared?.has(itemId) && typeof type === "string" && type.endsWith(".done")) {
+      for (const [at, item] of [...this.items.entries()].sort((a, b) => a[0] - b[0]))
+        if (item.kind === "function_call" && item.callId === itemId && !item.done) return at;
+    }
+    return this.ids?.get(itemId);
   }
 
   /** The output index of an announced item, found by its `id` (or a function call's `call_id`). */
-  private itemIndex(raw: unknown): number | undefined {
+  private itemIndex(raw: unknown, type?: unknown): number | undefined {
     if (!isObject(raw)) return undefined;
-    return this.named(raw.id) ?? this.named(raw.call_id);
+    return this.named(raw.id, type) ?? this.named(raw.call_id, type);
   }
 
   /** Lets events find the item at `index` by its id (llama.cpp's function call events name its `call_id`). */
@@ -179,7 +194,13 @@ export class ResponsesStreamAssembler {
     const id = str(raw.id);
     if (id) ids.set(id, index);
     const callId = str(raw.call_id);
-    if (callId && !ids.has(callId)) ids.set(callId, index);
+    if (callId && callId !== id) {
+      if (ids.has(callId)) {
+        this.shared ??= new Set();
+        this.shared.add(callId);
+      }
+      ids.set(callId, index);
+    }
   }
 
   /** The item at `index`, created as `kind` when a server skipped its `output_item.added`. */
