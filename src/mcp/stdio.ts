@@ -181,7 +181,7 @@ export class StdioTransport implements Transport {
  * the request fails at once instead of waiting for its timeout (the SDK drops such a line).
  * @throws for a line that is not JSON, or not JSON-RPC and not a reply: it is skipped.
  */
-function readMessage(line: string): JSONRPCMessage {
+export function readMessage(line: string): JSONRPCMessage {
   try {
     return deserializeMessage(line);
   } catch (error) {
