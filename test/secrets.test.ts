@@ -163,6 +163,51 @@ describe("megabytes on every path that redacts: cut first, redacted in linear ti
     expect(error.message).toBe(`No call '${"x".repeat(80)}…' waits for approval; waiting: w1 (write_note).`);
   });
 
+  it("a 1 MiB id or type a request names is echoed as a short prefix (approvals, input items, formats)", async () => {
+    const write = defineTool({
+      name: "write_note",
+      description: "Writes the note.",
+      parameters: z.object({ text: z.string() }),
+      needsApproval: true,
+      execute: () => "saved",
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }] },
+    ]);
+    const { app } = createApp({
+      agents: { notes: new Agent({ model, tools: [write] }) },
+      store: memoryStore(),
+    });
+    const post = (path: string, body: unknown) =>
+      app.request(path, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const started = await post("/v1/chat/completions", {
+      model: "notes",
+      messages: [{ role: "user", content: "Save hi" }],
+    });
+    const { id } = (await started.json()) as { id: string };
+    const long = "x".repeat(MiB);
+    const refusals: [string, unknown][] = [
+      [`/v1/runs/${id}/approvals`, { approve: [long], deny: [long] }],
+      ["/v1/responses", { model: "notes", input: [{ type: long }] }],
+      ["/v1/responses", { model: "notes", input: "hi", text: { format: { type: long } } }],
+      [
+        "/v1/chat/completions",
+        { model: "notes", messages: [{ role: "user", content: "hi" }], response_format: { type: long } },
+      ],
+    ];
+    for (const [path, body] of refusals) {
+      const res = await post(path, body);
+      expect(res.status, path).toBe(400);
+      const { error } = (await res.json()) as { error: { message: string } };
+      expect(error.message, path).toContain(`'${"x".repeat(80)}…'`);
+      expect(error.message.length, path).toBeLessThan(300);
+    }
+  });
+
   it("a 1 MiB error body of the model API becomes one short line (agentloop run)", async () => {
     server = await startFakeOpenAIServer({
       respond: [
