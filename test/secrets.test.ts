@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { redactSecrets } from "../src/core/redact.js";
 import { Agent, type AgentEvent, defineTool } from "../src/index.js";
@@ -256,6 +256,36 @@ describe("megabytes on every path that redacts: cut first, redacted in linear ti
       expect(result.content.length).toBeLessThan(4100);
     } finally {
       await toolset.close();
+    }
+  });
+
+  it("an MCP error message with an API key across the cut keeps no head of it", async () => {
+    vi.stubEnv("OPENAI_API_KEY", KEY);
+    const failing = {
+      transport: async () => {
+        const [client, end] = InMemoryTransport.createLinkedPair();
+        const mcp = new Server({ name: "failing", version: "1.0.0" }, { capabilities: { tools: {} } });
+        mcp.setRequestHandler(ListToolsRequestSchema, () => ({
+          tools: [{ name: "fail", inputSchema: { type: "object" as const } }],
+        }));
+        // The message is cut at 4,000 characters, 20 of them into the key.
+        mcp.setRequestHandler(CallToolRequestSchema, () => {
+          throw new McpError(-32603, `${"a".repeat(3962)}${KEY}${"b".repeat(MiB)}`);
+        });
+        await mcp.connect(end);
+        return client;
+      },
+    };
+    // The agent redacts the key from what it gets, so only a head cut off by the MCP client can show.
+    const toolset = await connectMcpServers({ failing });
+    try {
+      const result = await call(toolset, "fail", {});
+      expect(result.isError).toBe(true);
+      expect(result.content).toMatch(/a…\.$/);
+      expect(result.content).not.toContain(KEY.slice(0, 8));
+    } finally {
+      await toolset.close();
+      vi.unstubAllEnvs();
     }
   });
 });
