@@ -299,6 +299,35 @@ describe("configured secrets the model writes", () => {
     ]);
   }
 
+  it("are not in events or the state when the arguments spell them with JSON escapes, while the tool gets them", async () => {
+    const received: string[] = [];
+    const save = defineTool({
+      name: "save",
+      description: "Saves a text.",
+      parameters: z.object({ text: z.string() }),
+      execute: ({ text }) => {
+        received.push(text);
+        return "saved";
+      },
+    });
+    // `\u0073` is "s": the arguments mean the key without holding it as written.
+    const spelt = `\\u0073${KEY.slice(1)}`;
+    const model = scriptedModel([
+      { toolCalls: [{ id: "c1", name: "save", arguments: `{"text":"${spelt}"}` }] },
+      { text: "Saved." },
+    ]);
+    const events: AgentEvent[] = [];
+    const result = await new Agent({
+      model,
+      tools: [save],
+      secrets: [KEY],
+      onEvent: (e) => events.push(e),
+    }).run("Save the key.");
+    expect(received).toEqual([KEY]);
+    expect(events.find((e) => e.type === "tool_call")).toMatchObject({ arguments: { text: "[REDACTED]" } });
+    expect(hits(JSON.stringify({ events, state: result.state }), KEY.slice(1, 12))).toBe(0);
+  });
+
   it("are not in events, the state, the store or the server's answers, while the tool gets them (library, server)", async () => {
     const received: string[] = [];
     const save = defineTool({
