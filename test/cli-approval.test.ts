@@ -140,6 +140,18 @@ describe("calls that need approval, without a terminal", () => {
     });
     const denyUnknown = await w.cli(["run", "--session", "s", "--deny", "x9"]);
     expect(denyUnknown.stderr).toContain("--deny: no call 'x9' waits for approval");
+    // An id of 100,000 characters (near the 128 KiB an argument may have) is echoed as a prefix.
+    const long = "x".repeat(100_000);
+    for (const args of [
+      ["--approve", long],
+      ["--deny", `c1,${long}`],
+      ["--approve", long, "--deny", long],
+    ]) {
+      const refused = await w.cli(["run", "--session", "s", ...args]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(`'${"x".repeat(80)}…'`);
+      expect(refused.stderr.length).toBeLessThan(300);
+    }
     expect(await w.cli(["run", "--session", "s", "--approve", "c1", "more"])).toMatchObject({ code: 2 });
     expect(await w.cli(["run", "--approve", "c1"])).toMatchObject({
       code: 2,

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { redactSecrets } from "../src/core/redact.js";
 import { Agent, type AgentEvent, defineTool } from "../src/index.js";
@@ -163,6 +163,51 @@ describe("megabytes on every path that redacts: cut first, redacted in linear ti
     expect(error.message).toBe(`No call '${"x".repeat(80)}…' waits for approval; waiting: w1 (write_note).`);
   });
 
+  it("a 1 MiB id or type a request names is echoed as a short prefix (approvals, input items, formats)", async () => {
+    const write = defineTool({
+      name: "write_note",
+      description: "Writes the note.",
+      parameters: z.object({ text: z.string() }),
+      needsApproval: true,
+      execute: () => "saved",
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }] },
+    ]);
+    const { app } = createApp({
+      agents: { notes: new Agent({ model, tools: [write] }) },
+      store: memoryStore(),
+    });
+    const post = (path: string, body: unknown) =>
+      app.request(path, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const started = await post("/v1/chat/completions", {
+      model: "notes",
+      messages: [{ role: "user", content: "Save hi" }],
+    });
+    const { id } = (await started.json()) as { id: string };
+    const long = "x".repeat(MiB);
+    const refusals: [string, unknown][] = [
+      [`/v1/runs/${id}/approvals`, { approve: [long], deny: [long] }],
+      ["/v1/responses", { model: "notes", input: [{ type: long }] }],
+      ["/v1/responses", { model: "notes", input: "hi", text: { format: { type: long } } }],
+      [
+        "/v1/chat/completions",
+        { model: "notes", messages: [{ role: "user", content: "hi" }], response_format: { type: long } },
+      ],
+    ];
+    for (const [path, body] of refusals) {
+      const res = await post(path, body);
+      expect(res.status, path).toBe(400);
+      const { error } = (await res.json()) as { error: { message: string } };
+      expect(error.message, path).toContain(`'${"x".repeat(80)}…'`);
+      expect(error.message.length, path).toBeLessThan(300);
+    }
+  });
+
   it("a 1 MiB error body of the model API becomes one short line (agentloop run)", async () => {
     server = await startFakeOpenAIServer({
       respond: [
@@ -213,6 +258,36 @@ describe("megabytes on every path that redacts: cut first, redacted in linear ti
       await toolset.close();
     }
   });
+
+  it("an MCP error message with an API key across the cut keeps no head of it", async () => {
+    vi.stubEnv("OPENAI_API_KEY", KEY);
+    const failing = {
+      transport: async () => {
+        const [client, end] = InMemoryTransport.createLinkedPair();
+        const mcp = new Server({ name: "failing", version: "1.0.0" }, { capabilities: { tools: {} } });
+        mcp.setRequestHandler(ListToolsRequestSchema, () => ({
+          tools: [{ name: "fail", inputSchema: { type: "object" as const } }],
+        }));
+        // The message is cut at 4,000 characters, 20 of them into the key.
+        mcp.setRequestHandler(CallToolRequestSchema, () => {
+          throw new McpError(-32603, `${"a".repeat(3962)}${KEY}${"b".repeat(MiB)}`);
+        });
+        await mcp.connect(end);
+        return client;
+      },
+    };
+    // The agent redacts the key from what it gets, so only a head cut off by the MCP client can show.
+    const toolset = await connectMcpServers({ failing });
+    try {
+      const result = await call(toolset, "fail", {});
+      expect(result.isError).toBe(true);
+      expect(result.content).toMatch(/a…\.$/);
+      expect(result.content).not.toContain(KEY.slice(0, 8));
+    } finally {
+      await toolset.close();
+      vi.unstubAllEnvs();
+    }
+  });
 });
 
 describe("configured secrets the model writes", () => {
@@ -223,6 +298,35 @@ describe("configured secrets the model writes", () => {
       { text: `Saved. The key is ${KEY}.`, thinking: `I should not repeat ${KEY}.` },
     ]);
   }
+
+  it("are not in events or the state when the arguments spell them with JSON escapes, while the tool gets them", async () => {
+    const received: string[] = [];
+    const save = defineTool({
+      name: "save",
+      description: "Saves a text.",
+      parameters: z.object({ text: z.string() }),
+      execute: ({ text }) => {
+        received.push(text);
+        return "saved";
+      },
+    });
+    // `\u0073` is "s": the arguments mean the key without holding it as written.
+    const spelt = `\\u0073${KEY.slice(1)}`;
+    const model = scriptedModel([
+      { toolCalls: [{ id: "c1", name: "save", arguments: `{"text":"${spelt}"}` }] },
+      { text: "Saved." },
+    ]);
+    const events: AgentEvent[] = [];
+    const result = await new Agent({
+      model,
+      tools: [save],
+      secrets: [KEY],
+      onEvent: (e) => events.push(e),
+    }).run("Save the key.");
+    expect(received).toEqual([KEY]);
+    expect(events.find((e) => e.type === "tool_call")).toMatchObject({ arguments: { text: "[REDACTED]" } });
+    expect(hits(JSON.stringify({ events, state: result.state }), KEY.slice(1, 12))).toBe(0);
+  });
 
   it("are not in events, the state, the store or the server's answers, while the tool gets them (library, server)", async () => {
     const received: string[] = [];

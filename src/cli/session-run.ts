@@ -7,6 +7,7 @@ import { type RunState, waitingApprovals } from "../agent/state.js";
 import { AgentloopError } from "../core/errors.js";
 import type { PendingApproval } from "../core/events.js";
 import type { ImageInput, Message } from "../core/messages.js";
+import { echoed } from "../core/redact.js";
 import { SESSION_ID_PATTERN, StoreError, type TakeOver } from "../store/types.js";
 import type { Settings } from "./config.js";
 import { openStore } from "./store.js";
@@ -239,12 +240,12 @@ function decisions(
     if (unknown !== undefined) {
       const calls = waiting.map((c) => `${c.id} (${c.name})`).join(", ");
       throw usage(
-        `${flag}: no call '${unknown}' waits for approval in session '${id}'; waiting: ${calls} (or all)`,
+        `${flag}: no call '${echoed(unknown)}' waits for approval in session '${id}'; waiting: ${calls} (or all)`,
       );
     }
   }
   const both = named(approve).find((x) => named(deny).includes(x));
-  if (both !== undefined) throw usage(`call '${both}' is both approved and denied: name it once.`);
+  if (both !== undefined) throw usage(`call '${echoed(both)}' is both approved and denied: name it once.`);
   if (approve.includes("all") && deny.includes("all"))
     throw usage("--approve all and --deny all contradict each other: name the calls for one of them.");
   const rest = (other: readonly string[]) => ids.filter((x) => !other.includes(x));

@@ -71,6 +71,24 @@ describe("secretRedactor", () => {
     expect(JSON.parse(shown)).toEqual({ key: "[REDACTED]", other: "[REDACTED]", n: 1 });
   });
 
+  it("redacts a secret its JSON arguments spell with escapes (\\u, \\/), in values and keys", () => {
+    const u = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+    const spelt = `${u(KEY[0] as string)}${KEY.slice(1, 10)}${u(KEY[10] as string)}${KEY.slice(11)}`;
+    const args = `{"text":"key ${spelt}","list":["${spelt}"],"${spelt}":1,"path":"a\\/b\\n"}`;
+    const shown = redactor?.json(args) ?? "";
+    expect(shown).not.toContain(KEY.slice(11));
+    expect(JSON.parse(shown)).toEqual({
+      text: "key [REDACTED]",
+      list: ["[REDACTED]"],
+      "[REDACTED]": 1,
+      path: "a/b\n",
+    });
+    // Escapes that hide no secret, and text that is not JSON, stay as they were.
+    const plain = '{"path":"a\\/b","text":"line\\n"}';
+    expect(redactor?.json(plain)).toBe(plain);
+    expect(redactor?.json(`{"text":"${spelt}`)).toBe(`{"text":"${spelt}`);
+  });
+
   it("redacts a secret split across streamed pieces, holding back only what could start one", () => {
     const text = `Your key is ${KEY}, and sk-proj is its prefix. ${KEY}`;
     for (const size of [1, 2, 3, 7, 40]) {

@@ -84,8 +84,9 @@ export interface Redactor {
   /** `text` with every secret replaced. */
   readonly text: (text: string) => string;
   /**
-   * A JSON text (a tool call's arguments) with every secret replaced, as written or JSON-escaped
-   * (a secret with a quote or a backslash): the result is JSON of the same shape.
+   * A JSON text (a tool call's arguments) with every secret replaced, however its strings write
+   * it (as is, with a quote or a backslash escaped, or with any character as a `\uXXXX` or `\/`
+   * escape): the result is JSON of the same shape.
    */
   json(text: string): string;
   /** A redactor of one text that arrives in pieces (a streamed reply), so a secret split across pieces is caught. */
@@ -111,9 +112,47 @@ export function secretRedactor(secrets: readonly (string | null | undefined)[]):
   const text = (input: string) => replaceAll(input, verbatim);
   return {
     text,
-    json: (input) => replaceAll(replaceAll(input, verbatim), escaped),
+    json: (input) => redactJson(replaceAll(replaceAll(input, verbatim), escaped), text),
     pieces: () => new Pieces(verbatim),
   };
+}
+
+/** Deeper arguments are refused before any tool runs (see tools/execute.ts); their text is left as is. */
+const MAX_JSON_DEPTH = 64;
+
+/**
+ * `json` (secrets written as is already replaced) with the secrets its escapes spell replaced
+ * too: a string with a backslash may hold one in any form, so the JSON is read, every string (and
+ * key) redacted, and written again when one changed. Text without a backslash, or that is not
+ * JSON, is returned as is.
+ */
+function redactJson(json: string, redact: (text: string) => string): string {
+  if (!json.includes("\\")) return json;
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    return json;
+  }
+  let changed = false;
+  const walk = (v: unknown, depth: number): unknown => {
+    if (depth > MAX_JSON_DEPTH) throw new RangeError("too deep");
+    if (typeof v === "string") {
+      const shown = redact(v);
+      if (shown !== v) changed = true;
+      return shown;
+    }
+    if (Array.isArray(v)) return v.map((item) => walk(item, depth + 1));
+    if (v === null || typeof v !== "object") return v;
+    // fromEntries defines each key as its own property ("__proto__" included).
+    return Object.fromEntries(Object.entries(v).map(([k, item]) => [walk(k, depth), walk(item, depth + 1)]));
+  };
+  try {
+    const redacted = walk(value, 0);
+    return changed ? JSON.stringify(redacted) : json;
+  } catch {
+    return json;
+  }
 }
 
 function replaceAll(text: string, secrets: readonly string[]): string {

@@ -4,7 +4,7 @@ import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamable
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../core/errors.js";
-import { redactSecrets } from "../core/redact.js";
+import { environmentSecrets, redactSecrets } from "../core/redact.js";
 import { configSecrets, isHttpConfig, isStdioConfig, type McpServerConfig } from "./config.js";
 import { formatSize } from "./result.js";
 import { MAX_STDIO_MESSAGE_BYTES, StdioTransport } from "./stdio.js";
@@ -66,9 +66,13 @@ export function startup<T>(work: Promise<T>, ms: number, signal: AbortSignal | u
 /** Longest reason kept (an error a server sends may be megabytes): cut before it is redacted. */
 const MAX_REASON_CHARS = 4000;
 
-/** `text`, cut to `MAX_REASON_CHARS`, with the config's secrets (`configSecrets`) and credentials hidden. */
+/**
+ * `text`, cut to `MAX_REASON_CHARS`, with the config's secrets (`configSecrets`), the
+ * environment's API keys and credentials hidden. The cut knows them all, so it never leaves the
+ * head of one for a later redaction to miss.
+ */
 export function redactConfig(config: McpServerConfig, text: string): string {
-  return redactSecrets(text, configSecrets(config), MAX_REASON_CHARS);
+  return redactSecrets(text, [...environmentSecrets(), ...configSecrets(config)], MAX_REASON_CHARS);
 }
 
 export interface FailureContext {

@@ -2,6 +2,7 @@ import type { AnyAgent } from "../agent/agent.js";
 import { outputSpec } from "../agent/output.js";
 import { AgentloopError } from "../core/errors.js";
 import { isObject } from "../core/json.js";
+import { echoed } from "../core/redact.js";
 import type { JsonSchema } from "../tools/tool.js";
 import { errorResponse } from "./errors.js";
 import type { RequestProblem } from "./openai-compat.js";
@@ -54,7 +55,7 @@ export function requestedFormat(
     }
     default:
       return {
-        message: `${param}.type: '${format.type}' is not supported here: use text, json_object or json_schema.`,
+        message: `${param}.type: '${echoed(format.type)}' is not supported here: use text, json_object or json_schema.`,
         param: `${param}.type`,
       };
   }

@@ -109,7 +109,7 @@ export function toResponsesRunInput(request: ResponsesRequest): RunInput | Reque
       continue;
     }
     if (kind !== "message") {
-      const message = `${param}: items of type '${kind}' are not supported here: send messages, function_call and function_call_output items.`;
+      const message = `${param}: items of type '${echoed(kind)}' are not supported here: send messages, function_call and function_call_output items.`;
       return { message, param: `${param}.type` };
     }
     const parsed = message.safeParse(item);

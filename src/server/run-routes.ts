@@ -180,7 +180,7 @@ function decisionProblem(
   if (approve === "all" && deny === "all") return 'approve and deny cannot both be "all".';
   const denied = new Set(deny === "all" || deny === undefined ? [] : deny);
   const both = approve === "all" || approve === undefined ? undefined : approve.find((id) => denied.has(id));
-  return both === undefined ? undefined : `Call '${both}' is both approved and denied: decide once.`;
+  return both === undefined ? undefined : `Call '${echoed(both)}' is both approved and denied: decide once.`;
 }
 
 /** What `GET /v1/runs/{runId}` answers. */
