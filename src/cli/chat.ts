@@ -13,10 +13,11 @@ import {
   promptCommand,
   promptUsage,
 } from "./chat-prompts.js";
+import { type LoadedTools, settingsFrom, setupAgent } from "./compose.js";
 import type { CliFlags } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
 import { exitNow } from "./exit.js";
-import { interruptible } from "./interrupt.js";
+import { interruptible, STOP_SIGNALS } from "./interrupt.js";
 import {
   EXIT_CODES,
   incompleteLine,
@@ -25,7 +26,6 @@ import {
   summaryLine,
   timeLimitLine,
 } from "./render.js";
-import { type LoadedTools, STOP_SIGNALS, settingsFrom, setupAgent } from "./run.js";
 import {
   checkSessionId,
   forceWithoutSession,
