@@ -1,11 +1,12 @@
 // MCP prompts as chat commands: `/name key=value ...`, with the arguments not given asked for.
+import { errorMessage } from "../core/errors.js";
 import type { McpPromptInfo } from "../mcp/client.js";
 
 /** The chat's own commands: a prompt by one of these names is reached as `/<server>__<name>`. */
 const CHAT_COMMANDS = ["help", "reset", "tools", "resume", "exit", "quit"] as const;
 
 /** The command that runs a prompt, without the slash. */
-export function promptCommand(prompt: McpPromptInfo): string {
+function promptCommand(prompt: McpPromptInfo): string {
   return (CHAT_COMMANDS as readonly string[]).includes(prompt.name)
     ? `${prompt.server}__${prompt.name}`
     : prompt.name;
@@ -53,7 +54,7 @@ export function parsePromptLine(line: string, prompts: readonly McpPromptInfo[])
  * Asks for the arguments a line did not give: every one when it gave none, else the required
  * ones still missing. Undefined when the person stopped answering (Ctrl+C or end of input).
  */
-export async function askArguments(
+async function askArguments(
   prompt: McpPromptInfo,
   given: Record<string, string>,
   ask: (question: string) => Promise<string | undefined>,
@@ -82,6 +83,42 @@ export async function askArguments(
 }
 
 /** The required arguments a line left out. */
-export function missingArguments(prompt: McpPromptInfo, args: Record<string, string>): string[] {
+function missingArguments(prompt: McpPromptInfo, args: Record<string, string>): string[] {
   return prompt.arguments.filter((a) => a.required && (args[a.name] ?? "") === "").map((a) => a.name);
+}
+
+/**
+ * The text of the MCP prompt a line names, its missing arguments asked for (when a person can
+ * answer); undefined (with a line) when it cannot be had.
+ */
+export async function expandPrompt(
+  named: PromptLine,
+  io: {
+    /** A person answers at the terminal. */
+    interactive: boolean;
+    ask: (question: string) => Promise<string | undefined>;
+    write: (text: string) => void;
+    dim: (text: string) => string;
+    getPrompt: (name: string, args: Record<string, string>) => Promise<string>;
+  },
+): Promise<string | undefined> {
+  const { write, dim } = io;
+  if ("error" in named) {
+    write(`${dim(`(${named.error})`)}\n`);
+    return undefined;
+  }
+  const { prompt } = named;
+  const args = io.interactive ? await askArguments(prompt, named.args, io.ask, write) : named.args;
+  if (!args) return undefined;
+  const missing = missingArguments(prompt, args);
+  if (missing.length > 0) {
+    write(`${dim(`(/${promptCommand(prompt)} needs ${missing.join(", ")}: ${promptUsage(prompt)})`)}\n`);
+    return undefined;
+  }
+  try {
+    return await io.getPrompt(prompt.name, args);
+  } catch (error) {
+    write(`${dim(`(${errorMessage(error)})`)}\n`);
+    return undefined;
+  }
 }

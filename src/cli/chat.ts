@@ -2,30 +2,18 @@ import { createInterface, type Interface } from "node:readline";
 import type { Agent, AgentOptions } from "../agent/agent.js";
 import type { RunHandle } from "../agent/handle.js";
 import type { RunState } from "../agent/state.js";
-import { AgentloopError, errorMessage } from "../core/errors.js";
+import { AgentloopError } from "../core/errors.js";
 import type { RunResult } from "../core/events.js";
 import type { Message } from "../core/messages.js";
-import { approvalLine, terminalApprover } from "./approval.js";
-import {
-  askArguments,
-  missingArguments,
-  parsePromptLine,
-  promptCommand,
-  promptUsage,
-} from "./chat-prompts.js";
+import { terminalApprover } from "./approval.js";
+import { expandPrompt, parsePromptLine, promptUsage } from "./chat-prompts.js";
+import { renderTurn } from "./chat-turn.js";
+import { type LoadedTools, settingsFrom, setupAgent } from "./compose.js";
 import type { CliFlags } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
 import { exitNow } from "./exit.js";
-import { interruptible } from "./interrupt.js";
-import {
-  EXIT_CODES,
-  incompleteLine,
-  progressRenderer,
-  stopLine,
-  summaryLine,
-  timeLimitLine,
-} from "./render.js";
-import { type LoadedTools, STOP_SIGNALS, settingsFrom, setupAgent } from "./run.js";
+import { interruptible, STOP_SIGNALS } from "./interrupt.js";
+import { EXIT_CODES } from "./render.js";
 import {
   checkSessionId,
   forceWithoutSession,
@@ -41,7 +29,6 @@ import {
 
 const HELP =
   "Commands: /reset (new conversation), /tools (list tools), /resume (continue an interrupted run), /exit (or Ctrl+D). Ctrl+C stops the answer.";
-const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 /**
  * `agentloop chat`: a multi-turn conversation in the terminal. Answers stream as they are
@@ -54,14 +41,12 @@ const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", 
  */
 export async function chatCommand(flags: CliFlags): Promise<number> {
   const interactive = process.stdin.isTTY === true;
-  let stopped = false;
-  let turn: AbortController | undefined;
-  let rl: Interface | undefined;
+  const live: Live = { stopped: false, ask: async () => undefined, askKey: async () => undefined };
   const stop = () => {
-    if (stopped) exitNow(EXIT_CODES.aborted);
-    stopped = true;
-    turn?.abort();
-    rl?.close();
+    if (live.stopped) exitNow(EXIT_CODES.aborted);
+    live.stopped = true;
+    live.turn?.abort();
+    live.lines?.close();
   };
   if (flags.session !== undefined) checkSessionId(flags.session);
   // In a terminal the line reader takes Ctrl+C as a key (stopping the answer); a SIGINT reaches the
@@ -72,17 +57,11 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     const settings = await settingsFrom(flags);
     const allowed = new Set<string>();
     const tty = process.stdout.isTTY === true;
-    const timeLimitMs = settings.timeoutMs;
-    // The question goes through the chat's own line reader (set once it exists).
-    let ask: (question: string, answered?: AbortSignal) => Promise<string | undefined> = async () =>
-      undefined;
-    // An approval takes one key, without Enter.
-    let askKey: (question: string) => Promise<string | undefined> = async () => undefined;
     const onApproval: AgentOptions["onApproval"] = flags.yes
       ? () => "approve"
       : interactive
         ? terminalApprover(
-            (question) => askKey(question),
+            (question) => live.askKey(question),
             (text) => process.stdout.write(text),
             tty,
             (tool) => allowed.add(tool),
@@ -102,8 +81,8 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
         flags.force,
       );
       stopWhenLost(held, () => {
-        turn?.abort();
-        rl?.close();
+        live.turn?.abort();
+        live.lines?.close();
       });
     }
     const session = held?.session;
@@ -119,7 +98,7 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       yes: flags.yes === true,
       ...(interactive && {
         terminal: {
-          ask: (question: string) => ask(question),
+          ask: (question: string) => live.ask(question),
           write: (text: string) => process.stdout.write(text),
           color: tty,
         },
@@ -140,274 +119,23 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
       (made) => made.close(),
     );
     try {
-      if (!stopped) await converse(settings.model, agent, loaded);
+      if (!live.stopped) {
+        await converse(live, {
+          flags,
+          interactive,
+          tty,
+          model: settings.model,
+          timeLimitMs: settings.timeoutMs,
+          agent,
+          loaded,
+          session,
+          first,
+          allowed,
+          canDecide,
+        });
+      }
     } finally {
       await close();
-    }
-
-    async function converse(model: string, agent: Agent, loaded: LoadedTools): Promise<void> {
-      const out = process.stdout;
-      const dim = (s: string) => (tty ? `\x1b[2m${s}\x1b[22m` : s);
-      const write = (text: string) => out.write(text);
-      const lines = createInterface({ input: process.stdin, output: out, terminal: interactive });
-      rl = lines;
-      // Ctrl+D (the input's end) closes the line reader, at the prompt or mid-answer (which then
-      // finishes, and the chat with it); so do a second Ctrl+C at the prompt and a stop.
-      let inputEnded = false;
-      let endedAtPrompt = false;
-      lines.once("close", () => {
-        inputEnded = true;
-        endedAtPrompt = turn === undefined;
-      });
-      // The prompt and the banner are for people at a keyboard, not for piped input.
-      const prompt = () => {
-        if (interactive && !inputEnded) lines.prompt();
-      };
-      ask = (question, answered) =>
-        new Promise((resolve) => {
-          const stop = turn?.signal ?? new AbortController().signal;
-          if (stop.aborted || inputEnded) return resolve(undefined);
-          const signal = answered ? AbortSignal.any([stop, answered]) : stop;
-          // Ctrl+C cancels the question (readline drops it, so the next line is a message again);
-          // so does the key that answered it (readline then clears its line). Ctrl+D (the input
-          // ends) answers nothing, as in `run`: the call is declined, the answer goes on.
-          const cancelled = () => {
-            if (stop.aborted) write("\n");
-            settle(undefined);
-          };
-          const ended = () => {
-            write("\n");
-            settle(undefined);
-          };
-          const settle = (answer: string | undefined) => {
-            signal.removeEventListener("abort", cancelled);
-            lines.off("close", ended);
-            resolve(answer);
-          };
-          signal.addEventListener("abort", cancelled, { once: true });
-          lines.once("close", ended);
-          lines.question(question, { signal }, settle);
-        });
-
-      // `ask` answered by the first key other than Enter or a space (the line reader sees the key
-      // first and types it into its line; cancelling the question clears the line).
-      askKey = (question) =>
-        new Promise((resolve) => {
-          const answered = new AbortController();
-          const onKey = (text: string | undefined, key: { ctrl?: boolean; meta?: boolean } | undefined) => {
-            if (text === undefined || text.trim() === "" || key?.ctrl || key?.meta) return;
-            resolve(text);
-            answered.abort();
-          };
-          process.stdin.on("keypress", onKey);
-          ask(question, answered.signal).then((answer) => {
-            process.stdin.off("keypress", onKey);
-            resolve(answer);
-          });
-        });
-
-      let history: Message[] = session?.messages ?? [];
-      let last: RunState | undefined = session?.lastRun;
-      let armedExit = false;
-      lines.on("SIGINT", () => {
-        if (turn) {
-          turn.abort();
-          return;
-        }
-        if (armedExit) lines.close();
-        else {
-          armedExit = true;
-          write(`\n${dim("(press Ctrl+C again to exit)")}\n`);
-          prompt();
-        }
-      });
-
-      if (interactive) {
-        write(dim(`agentloop chat · ${model} · ${HELP}\n`));
-        if (session) write(dim(`Session ${session.id}: ${session.messages.length} messages stored.\n`));
-        if (last?.status === "awaiting_answer" && !first) write(`? ${last.output}\n`);
-        if (last?.status === "running" && !first)
-          write(dim("The last run was interrupted: /resume continues it.\n"));
-      }
-      lines.setPrompt("› ");
-      // Lines typed or piped while an answer streams wait in the iterator's queue (from now on,
-      // also during a first run); the loop ends when the input does (after the queued lines) or on a stop.
-      const input = lines[Symbol.asyncIterator]();
-      if (first) await runPlan(first);
-      prompt();
-      for await (const raw of input) {
-        armedExit = false;
-        const line = raw.trim();
-        if (line === "") {
-          prompt();
-          continue;
-        }
-        if (line === "/exit" || line === "/quit") break;
-        const named = line.startsWith("/") ? parsePromptLine(line, loaded.prompts()) : undefined;
-        if (line === "/help") {
-          write(`${HELP}\n`);
-          const prompts = loaded.prompts();
-          if (prompts.length > 0) write(`MCP prompts: ${prompts.map(promptUsage).join(", ")}\n`);
-        } else if (named) {
-          const text = await expandPrompt(named);
-          if (text !== undefined) {
-            write(`${dim(text)}\n`);
-            if (session) {
-              const state = last;
-              await planned(() => planRun({ id: session.id, lastRun: state }, { prompt: text, canDecide }));
-            } else await runPlan({ type: "new", prompt: text });
-          }
-        } else if (line === "/reset") {
-          if (session)
-            write(dim("A session keeps its history: start another --session for a new conversation.\n"));
-          else {
-            history = [];
-            last = undefined;
-            allowed.clear();
-            write(dim("New conversation.\n"));
-          }
-        } else if (line === "/tools") {
-          for (const tool of agent.tools) write(`${tool.name}  ${dim(tool.description)}\n`);
-        } else if (line === "/resume") {
-          await planned(() =>
-            planRun(session && { id: session.id, lastRun: last }, { resume: true, canDecide: true }),
-          );
-        } else if (line.startsWith("/")) {
-          write(`Unknown command ${line}. ${HELP}\n`);
-        } else if (session) {
-          const state = last;
-          await planned(() => planRun({ id: session.id, lastRun: state }, { prompt: line, canDecide }));
-        } else {
-          await runPlan({ type: "new", prompt: line });
-        }
-        if (stopped) break;
-        prompt();
-      }
-      // The input ended (Ctrl+D) or Ctrl+C was pressed twice at the prompt: the cursor is still on
-      // the prompt's line, where the shell's prompt would land.
-      if (interactive && endedAtPrompt && !stopped) write("\n");
-      lines.close();
-
-      /** The text of an MCP prompt, its missing arguments asked for; undefined (with a line) when it cannot be had. */
-      async function expandPrompt(
-        named: NonNullable<ReturnType<typeof parsePromptLine>>,
-      ): Promise<string | undefined> {
-        if ("error" in named) {
-          write(`${dim(`(${named.error})`)}\n`);
-          return undefined;
-        }
-        const { prompt } = named;
-        const args = interactive ? await askArguments(prompt, named.args, ask, write) : named.args;
-        if (!args) return undefined;
-        const missing = missingArguments(prompt, args);
-        if (missing.length > 0) {
-          write(
-            `${dim(`(/${promptCommand(prompt)} needs ${missing.join(", ")}: ${promptUsage(prompt)})`)}\n`,
-          );
-          return undefined;
-        }
-        try {
-          return await loaded.getPrompt(prompt.name, args);
-        } catch (error) {
-          write(`${dim(`(${errorMessage(error)})`)}\n`);
-          return undefined;
-        }
-      }
-
-      /** A plan, or its usage error as a line (interactive) or the end of the chat (piped). */
-      async function planned(make: () => Plan): Promise<void> {
-        let plan: Plan;
-        try {
-          plan = make();
-        } catch (error) {
-          if (!interactive || !(error instanceof AgentloopError)) throw error;
-          write(`${dim(`(${error.message})`)}\n`);
-          return;
-        }
-        await runPlan(plan);
-      }
-
-      async function runPlan(plan: Plan): Promise<void> {
-        const start = { session, allowedTools: [...allowed] };
-        const result = await runTurn((signal) => startPlan(agent, plan, { ...start, signal, history }));
-        if (plan.type === "decide" && plan.thenPrompt !== undefined && result.state.status === "completed") {
-          const next = plan.thenPrompt;
-          await runTurn((signal) =>
-            startPlan(agent, { type: "new", prompt: next }, { ...start, signal, history }),
-          );
-        }
-      }
-
-      async function runTurn(begin: (signal: AbortSignal) => RunHandle): Promise<RunResult> {
-        const stopping = new AbortController();
-        turn = stopping;
-        const started = Date.now();
-        const progress = progressRenderer((text) => write(`${text}\n`), tty);
-        let spinner: NodeJS.Timeout | undefined;
-        let frame = 0;
-        const startSpinner = () => {
-          if (!tty || spinner) return;
-          spinner = setInterval(() => write(`\r${dim(`${SPINNER[frame++ % SPINNER.length]} thinking`)}`), 80);
-        };
-        const stopSpinner = () => {
-          if (!spinner) return;
-          clearInterval(spinner);
-          spinner = undefined;
-          write("\r\x1b[K");
-        };
-        let midLine = false;
-        try {
-          const run = begin(turn.signal);
-          for await (const event of run) {
-            if (event.type === "iteration_start") startSpinner();
-            else if (event.type === "message_delta") {
-              stopSpinner();
-              write(event.text);
-              midLine = !event.text.endsWith("\n");
-            } else if (
-              event.type === "tool_call" ||
-              event.type === "tool_result" ||
-              event.type === "error" ||
-              event.type === "approval_request"
-            ) {
-              stopSpinner();
-              if (midLine) write("\n");
-              midLine = false;
-              progress(event);
-            }
-          }
-          stopSpinner();
-          const result = await run.result;
-          if (midLine) write("\n");
-          if (
-            result.stopReason === "ask_question" ||
-            result.stopReason === "task_completion" ||
-            result.stopReason === "converse"
-          ) {
-            write(`${result.stopReason === "ask_question" ? "? " : ""}${result.text}\n`);
-          }
-          const timedOut =
-            result.stopReason === "aborted" && timeLimitMs !== undefined && !stopping.signal.aborted;
-          const reason =
-            result.stopReason === "approval_required"
-              ? approvalLine(result.pendingApprovals ?? [], session?.id)
-              : timedOut
-                ? timeLimitLine(timeLimitMs)
-                : stopLine(result.stopReason, result.iterations, result.error);
-          if (reason && result.stopReason !== "ask_question")
-            write(`${dim(`${reason.replace(/^agentloop: /, "(")})`)}\n`);
-          const incomplete = incompleteLine(result);
-          if (incomplete) write(`${dim(`${incomplete.replace(/^agentloop: /, "(")})`)}\n`);
-          if (flags.verbose)
-            write(`${dim(`${summaryLine(result, Date.now() - started).replace(/^agentloop: /, "(")})`)}\n`);
-          history = result.messages;
-          last = result.state;
-          return result;
-        } finally {
-          stopSpinner();
-          turn = undefined;
-        }
-      }
     }
     if (held?.session.lost?.aborted) throw sessionLost(held.session.id);
   } catch (error) {
@@ -416,5 +144,255 @@ export async function chatCommand(flags: CliFlags): Promise<number> {
     await held?.close();
     for (const signal of STOP_SIGNALS) process.off(signal, stop);
   }
-  return stopped ? EXIT_CODES.aborted : 0;
+  return live.stopped ? EXIT_CODES.aborted : 0;
+}
+
+/**
+ * What the signal handlers, the approver and the input forms reach while the chat runs: the turn
+ * in flight (Ctrl+C stops it), the line reader, and the questions asked through it (set once it
+ * exists; until then nothing is asked).
+ */
+interface Live {
+  stopped: boolean;
+  turn?: AbortController;
+  lines?: Interface;
+  ask: (question: string, answered?: AbortSignal) => Promise<string | undefined>;
+  /** An approval takes one key, without Enter. */
+  askKey: (question: string) => Promise<string | undefined>;
+}
+
+/** What a conversation is had with, set up by `chatCommand`. */
+interface Conversation {
+  flags: CliFlags;
+  /** stdin is a terminal: a person types (else the lines are piped). */
+  interactive: boolean;
+  /** stdout is a terminal. */
+  tty: boolean;
+  model: string;
+  timeLimitMs: number | undefined;
+  agent: Agent;
+  loaded: LoadedTools;
+  session: HeldSession["session"] | undefined;
+  /** The plan the chat starts with (flags or a run that waits for approvals), before any line. */
+  first: Plan | undefined;
+  /** The tools allowed for the rest of the conversation. */
+  allowed: Set<string>;
+  canDecide: boolean;
+}
+
+/** The terminal loop: reads lines until the input ends, `/exit` or a stop; each a command or a turn. */
+async function converse(live: Live, chat: Conversation): Promise<void> {
+  const { flags, interactive, tty, agent, loaded, session, first, allowed, canDecide } = chat;
+  const out = process.stdout;
+  const dim = (s: string) => (tty ? `\x1b[2m${s}\x1b[22m` : s);
+  const write = (text: string) => out.write(text);
+  const lines = createInterface({ input: process.stdin, output: out, terminal: interactive });
+  live.lines = lines;
+  // Ctrl+D (the input's end) closes the line reader, at the prompt or mid-answer (which then
+  // finishes, and the chat with it); so do a second Ctrl+C at the prompt and a stop.
+  let inputEnded = false;
+  let endedAtPrompt = false;
+  lines.once("close", () => {
+    inputEnded = true;
+    endedAtPrompt = live.turn === undefined;
+  });
+  // The prompt and the banner are for people at a keyboard, not for piped input.
+  const prompt = () => {
+    if (interactive && !inputEnded) lines.prompt();
+  };
+  Object.assign(
+    live,
+    lineQuestions(lines, live, write, () => inputEnded),
+  );
+
+  let history: Message[] = session?.messages ?? [];
+  let last: RunState | undefined = session?.lastRun;
+  let armedExit = false;
+  lines.on("SIGINT", () => {
+    if (live.turn) {
+      live.turn.abort();
+      return;
+    }
+    if (armedExit) lines.close();
+    else {
+      armedExit = true;
+      write(`\n${dim("(press Ctrl+C again to exit)")}\n`);
+      prompt();
+    }
+  });
+
+  if (interactive) {
+    write(dim(`agentloop chat · ${chat.model} · ${HELP}\n`));
+    if (session) write(dim(`Session ${session.id}: ${session.messages.length} messages stored.\n`));
+    if (last?.status === "awaiting_answer" && !first) write(`? ${last.output}\n`);
+    if (last?.status === "running" && !first)
+      write(dim("The last run was interrupted: /resume continues it.\n"));
+  }
+  lines.setPrompt("› ");
+  // Lines typed or piped while an answer streams wait in the iterator's queue (from now on,
+  // also during a first run); the loop ends when the input does (after the queued lines) or on a stop.
+  const input = lines[Symbol.asyncIterator]();
+  if (first) await runPlan(first);
+  prompt();
+  for await (const raw of input) {
+    armedExit = false;
+    const line = raw.trim();
+    if (line === "") {
+      prompt();
+      continue;
+    }
+    if (line === "/exit" || line === "/quit") break;
+    await onLine(line);
+    if (live.stopped) break;
+    prompt();
+  }
+  // The input ended (Ctrl+D) or Ctrl+C was pressed twice at the prompt: the cursor is still on
+  // the prompt's line, where the shell's prompt would land.
+  if (interactive && endedAtPrompt && !live.stopped) write("\n");
+  lines.close();
+
+  /** A line other than `/exit`: a chat command, an MCP prompt, or a message to the agent. */
+  async function onLine(line: string): Promise<void> {
+    const named = line.startsWith("/") ? parsePromptLine(line, loaded.prompts()) : undefined;
+    if (line === "/help") {
+      write(`${HELP}\n`);
+      const prompts = loaded.prompts();
+      if (prompts.length > 0) write(`MCP prompts: ${prompts.map(promptUsage).join(", ")}\n`);
+    } else if (named) {
+      const text = await expandPrompt(named, {
+        interactive,
+        ask: (question) => live.ask(question),
+        write,
+        dim,
+        getPrompt: (name, args) => loaded.getPrompt(name, args),
+      });
+      if (text !== undefined) {
+        write(`${dim(text)}\n`);
+        if (session) {
+          const state = last;
+          await planned(() => planRun({ id: session.id, lastRun: state }, { prompt: text, canDecide }));
+        } else await runPlan({ type: "new", prompt: text });
+      }
+    } else if (line === "/reset") {
+      if (session)
+        write(dim("A session keeps its history: start another --session for a new conversation.\n"));
+      else {
+        history = [];
+        last = undefined;
+        allowed.clear();
+        write(dim("New conversation.\n"));
+      }
+    } else if (line === "/tools") {
+      for (const tool of agent.tools) write(`${tool.name}  ${dim(tool.description)}\n`);
+    } else if (line === "/resume") {
+      await planned(() =>
+        planRun(session && { id: session.id, lastRun: last }, { resume: true, canDecide: true }),
+      );
+    } else if (line.startsWith("/")) {
+      write(`Unknown command ${line}. ${HELP}\n`);
+    } else if (session) {
+      const state = last;
+      await planned(() => planRun({ id: session.id, lastRun: state }, { prompt: line, canDecide }));
+    } else {
+      await runPlan({ type: "new", prompt: line });
+    }
+  }
+
+  /** A plan, or its usage error as a line (interactive) or the end of the chat (piped). */
+  async function planned(make: () => Plan): Promise<void> {
+    let plan: Plan;
+    try {
+      plan = make();
+    } catch (error) {
+      if (!interactive || !(error instanceof AgentloopError)) throw error;
+      write(`${dim(`(${error.message})`)}\n`);
+      return;
+    }
+    await runPlan(plan);
+  }
+
+  async function runPlan(plan: Plan): Promise<void> {
+    const start = { session, allowedTools: [...allowed] };
+    const result = await runTurn((signal) => startPlan(agent, plan, { ...start, signal, history }));
+    if (plan.type === "decide" && plan.thenPrompt !== undefined && result.state.status === "completed") {
+      const next = plan.thenPrompt;
+      await runTurn((signal) =>
+        startPlan(agent, { type: "new", prompt: next }, { ...start, signal, history }),
+      );
+    }
+  }
+
+  async function runTurn(begin: (signal: AbortSignal) => RunHandle): Promise<RunResult> {
+    const stopping = new AbortController();
+    live.turn = stopping;
+    try {
+      const result = await renderTurn(() => begin(stopping.signal), stopping.signal, {
+        write,
+        dim,
+        tty,
+        verbose: flags.verbose === true,
+        timeLimitMs: chat.timeLimitMs,
+        sessionId: session?.id,
+      });
+      history = result.messages;
+      last = result.state;
+      return result;
+    } finally {
+      live.turn = undefined;
+    }
+  }
+}
+
+/**
+ * The questions asked through the chat's line reader: `ask` (a line; Ctrl+C, the turn's stop or
+ * `answered` cancel it; once the input ended (`inputEnded`) nothing is asked) and `askKey`
+ * (answered by the first key other than Enter or a space).
+ */
+function lineQuestions(
+  lines: Interface,
+  live: Live,
+  write: (text: string) => void,
+  inputEnded: () => boolean,
+): Pick<Live, "ask" | "askKey"> {
+  const ask: Live["ask"] = (question, answered) =>
+    new Promise((resolve) => {
+      const stop = live.turn?.signal ?? new AbortController().signal;
+      if (stop.aborted || inputEnded()) return resolve(undefined);
+      const signal = answered ? AbortSignal.any([stop, answered]) : stop;
+      // Ctrl+C cancels the question (readline drops it, so the next line is a message again);
+      // so does the key that answered it (readline then clears its line). Ctrl+D (the input
+      // ends) answers nothing, as in `run`: the call is declined, the answer goes on.
+      const cancelled = () => {
+        if (stop.aborted) write("\n");
+        settle(undefined);
+      };
+      const ended = () => {
+        write("\n");
+        settle(undefined);
+      };
+      const settle = (answer: string | undefined) => {
+        signal.removeEventListener("abort", cancelled);
+        lines.off("close", ended);
+        resolve(answer);
+      };
+      signal.addEventListener("abort", cancelled, { once: true });
+      lines.once("close", ended);
+      lines.question(question, { signal }, settle);
+    });
+  // The line reader sees the key first and types it into its line; cancelling the question clears the line.
+  const askKey: Live["askKey"] = (question) =>
+    new Promise((resolve) => {
+      const answered = new AbortController();
+      const onKey = (text: string | undefined, key: { ctrl?: boolean; meta?: boolean } | undefined) => {
+        if (text === undefined || text.trim() === "" || key?.ctrl || key?.meta) return;
+        resolve(text);
+        answered.abort();
+      };
+      process.stdin.on("keypress", onKey);
+      ask(question, answered.signal).then((answer) => {
+        process.stdin.off("keypress", onKey);
+        resolve(answer);
+      });
+    });
+  return { ask, askKey };
 }

@@ -5,10 +5,10 @@ import { AgentloopError, errorMessage } from "../core/errors.js";
 import { createApp } from "../server/app.js";
 import { type ClientKey, clientKeysProblem, DEFAULT_OWNER } from "../server/owners.js";
 import type { SessionStore } from "../store/types.js";
+import { mcpSecrets, settingsFrom, setupAgent } from "./compose.js";
 import type { CliFlags, Settings } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
 import { interruptible } from "./interrupt.js";
-import { mcpSecrets, settingsFrom, setupAgent } from "./run.js";
 import { describeStore, isPostgresUrl, leaseFromEnv, openStore } from "./store.js";
 
 export interface ServeFlags extends CliFlags {

@@ -1,7 +1,7 @@
 import type { McpPromptInfo } from "../mcp/index.js";
+import { type LoadedTools, loadTools, settingsFrom } from "./compose.js";
 import type { CliFlags } from "./config.js";
 import { interruptible } from "./interrupt.js";
-import { type LoadedTools, loadTools, settingsFrom } from "./run.js";
 
 /**
  * `agentloop tools`: every tool with its schema, then the MCP servers' prompts. With `--json`,

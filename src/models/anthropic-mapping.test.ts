@@ -5,12 +5,8 @@ import type { Message } from "../core/messages.js";
 import { Agent, defineTool } from "../index.js";
 import { type FakeAnthropicServer, startFakeAnthropicServer } from "../testing/fake-anthropic-server.js";
 import { anthropicModel } from "./anthropic.js";
-import {
-  AnthropicStreamAssembler,
-  toAnthropicMessages,
-  toAnthropicRequestBody,
-  UNCLOSED_REASON,
-} from "./anthropic-wire.js";
+import { AnthropicStreamAssembler, UNCLOSED_REASON } from "./anthropic-assembler.js";
+import { toAnthropicMessages, toAnthropicRequestBody } from "./anthropic-wire.js";
 
 const call = (id: string, name: string, args: string) => ({ id, name, arguments: args });
 const result = (id: string, content: string, isError = false): Message => ({

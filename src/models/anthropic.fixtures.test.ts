@@ -18,7 +18,7 @@ import {
 import { startFakeAnthropicServer } from "../testing/fake-anthropic-server.js";
 import type { ModelEvent, ModelReply } from "./adapter.js";
 import { anthropicModel } from "./anthropic.js";
-import { CUT_OFF_REASON } from "./anthropic-wire.js";
+import { CUT_OFF_REASON } from "./anthropic-assembler.js";
 
 const haveFixtures = recordedData("llm-streams");
 const serve = fakeServerPerTest(startFakeAnthropicServer);

@@ -5,12 +5,13 @@ import Anthropic, {
   APIUserAbortError,
 } from "@anthropic-ai/sdk";
 import type { Model, ModelError, ModelEvent, ModelRequest } from "./adapter.js";
+import { AnthropicStreamAssembler } from "./anthropic-assembler.js";
 import {
   type AnthropicStructuredOutput,
   answerFromOutputTool,
   defaultStructuredOutput,
 } from "./anthropic-parts.js";
-import { AnthropicStreamAssembler, anthropicWireCache, toAnthropicRequestBody } from "./anthropic-wire.js";
+import { anthropicWireCache, toAnthropicRequestBody } from "./anthropic-wire.js";
 import {
   classifyError,
   fetchNoRepeats,

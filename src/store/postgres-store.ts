@@ -1,17 +1,10 @@
 import type { Pool, PoolClient, QueryConfig } from "pg";
 import { describeHolder, newHolder, parseHolder } from "./holder.js";
+import { LEASE, writeCheckpoint } from "./postgres-checkpoint.js";
 import { readConnection, transient } from "./postgres-connection.js";
 import { busy, type Row, SUMMARY, stored, summary } from "./postgres-rows.js";
 import { migrate } from "./postgres-schema.js";
-import {
-  checkSessionId,
-  clock,
-  encodeCheckpoint,
-  filtered,
-  handleReleased,
-  runOfOtherSession,
-  storeClosed,
-} from "./shared.js";
+import { checkSessionId, clock, encodeCheckpoint, filtered, handleReleased, storeClosed } from "./shared.js";
 import {
   type SessionHandle,
   type SessionStore,
@@ -77,8 +70,6 @@ export async function postgresStore(url: string, options: PostgresStoreOptions =
   }
   throw new StoreError("store_error", `PostgreSQL at ${connection.where}: no way to connect`);
 }
-
-const LEASE = "now() + make_interval(secs => $3::double precision / 1000)";
 
 function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError): SessionStore {
   const handles = new Map<string, { sessionId: string; stop: () => void }>();
@@ -192,69 +183,10 @@ function open(pool: Pool, leaseMs: number, fail: (error: unknown) => StoreError)
     /** One attempt: the log grows from `count` to `count + n` and the run is upserted, or nothing. */
     const write = (messages: string[], run: ReturnType<typeof encodeCheckpoint>["run"], retry: boolean) =>
       transaction(async (client) => {
-        await writeRows(client, messages, run, retry);
+        await writeCheckpoint(client, { sessionId, holder, leaseMs, count, takenOver }, messages, run, retry);
         // Given up meanwhile: this transaction rolls back, so nothing is written after the loss.
         if (lost.signal.aborted) throw lost.signal.reason;
       });
-    const writeRows = async (
-      client: PoolClient,
-      messages: string[],
-      run: ReturnType<typeof encodeCheckpoint>["run"],
-      retry: boolean,
-    ) => {
-      const now = clock();
-      const touched = await client.query<{ message_count: number }>(
-        `UPDATE agentloop_sessions SET updated_at = $4, message_count = $5::integer + $6::integer,
-             last_run_id = coalesce($7, last_run_id), lease_until = ${LEASE}
-           WHERE id = $1 AND holder = $2 AND message_count = $5 RETURNING message_count`,
-        [sessionId, holder, leaseMs, now, count, messages.length, run?.runId ?? null],
-      );
-      if (touched.rows[0] === undefined) {
-        const row = (
-          await client.query<{ message_count: number; holder: string | null }>(
-            "SELECT message_count, holder FROM agentloop_sessions WHERE id = $1",
-            [sessionId],
-          )
-        ).rows[0];
-        if (row?.holder !== holder) {
-          takenOver();
-          throw new StoreError(
-            "session_busy",
-            `session '${sessionId}' is no longer held by this process (its lease expired and another took it): acquire it again before writing`,
-          );
-        }
-        // A retry of a write whose COMMIT went through before the connection broke: done.
-        if (retry && row.message_count === count + messages.length && messages.length > 0) return;
-        throw new StoreError(
-          "store_error",
-          `session '${sessionId}' has ${row.message_count} stored messages where this process expected ${count}: acquire it again`,
-        );
-      }
-      if (messages.length > 0)
-        await client.query(
-          `INSERT INTO agentloop_messages (session_id, seq, message)
-             SELECT $1, $2::integer + ord - 1, m FROM unnest($3::text[]) WITH ORDINALITY AS t(m, ord)`,
-          [sessionId, count, messages],
-        );
-      if (run === undefined) return;
-      const { runId, status, stopReason, state } = run;
-      const upsert = await client.query(
-        `INSERT INTO agentloop_runs (run_id, session_id, status, stop_reason, state, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $6)
-           ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, stop_reason = excluded.stop_reason,
-             state = excluded.state, updated_at = excluded.updated_at
-           WHERE agentloop_runs.session_id = excluded.session_id`,
-        [runId, sessionId, status, stopReason, state, now],
-      );
-      if (upsert.rowCount === 0) {
-        const owner = await client.query<{ session_id: string }>(
-          "SELECT session_id FROM agentloop_runs WHERE run_id = $1",
-          [runId],
-        );
-        throw runOfOtherSession(runId, String(owner.rows[0]?.session_id));
-      }
-    };
-
     return {
       sessionId,
       session,

@@ -1,8 +1,8 @@
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import type { DatabaseSync, SQLOutputValue, StatementSync } from "node:sqlite";
+import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { pathToFileURL } from "node:url";
-import { describeHolder, type Holder, holderAlive, newHolder, parseHolder } from "./holder.js";
+import { newHolder } from "./holder.js";
 import {
   checkSessionId,
   clock,
@@ -11,20 +11,11 @@ import {
   filtered,
   handleReleased,
   runOfOtherSession,
-  sessionStatus,
   storeClosed,
 } from "./shared.js";
+import { liveHolder, type Row, runRecord, summary, takeOver } from "./sqlite-rows.js";
 import { checkReadable, migrate, transaction } from "./sqlite-schema.js";
-import {
-  type RunRecord,
-  type RunRecordStatus,
-  type SessionHandle,
-  type SessionStore,
-  type SessionSummary,
-  type StoredSession,
-  StoreError,
-  type TakeOver,
-} from "./types.js";
+import { type SessionHandle, type SessionStore, type StoredSession, StoreError } from "./types.js";
 
 export interface SqliteStoreOptions {
   /**
@@ -137,14 +128,13 @@ function makeFolder(folder: string, file: string): void {
   }
 }
 
-type Row = Record<string, SQLOutputValue>;
-
 const SUMMARY = `SELECT s.id, s.created_at, s.updated_at, s.message_count, s.last_run_id, s.holder,
   r.status, r.stop_reason FROM sessions s LEFT JOIN runs r ON r.run_id = s.last_run_id`;
 
-function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionStore {
+/** The statements of a store, prepared once. */
+function statements(db: DatabaseSync) {
   const sql = (text: string): StatementSync => db.prepare(text);
-  const q = {
+  return {
     summary: sql(`${SUMMARY} WHERE s.id = ?`),
     // No index on updated_at: keeping one would cost every checkpoint a page write; list() sorts.
     list: sql(`${SUMMARY} ORDER BY s.updated_at DESC, s.rowid DESC`),
@@ -171,6 +161,21 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
     deleteRuns: sql("DELETE FROM runs WHERE session_id = ?"),
     deleteSession: sql("DELETE FROM sessions WHERE id = ?"),
   };
+}
+
+type Statements = ReturnType<typeof statements>;
+
+function stored(q: Statements, row: Row, held: boolean): StoredSession {
+  const lastRun = typeof row.last_run_id === "string" ? runRecord(q.run.get(row.last_run_id)) : undefined;
+  return {
+    summary: summary(row, held),
+    messages: q.messages.all(row.id as string).map((m) => decodeMessage(String(m.message))),
+    ...(lastRun ? { lastRun } : {}),
+  };
+}
+
+function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionStore {
+  const q = statements(db);
   const handles = new Set<{ sessionId: string; holder: string }>();
   let closed = false;
 
@@ -182,62 +187,6 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
     } catch (error) {
       throw fail(error);
     }
-  }
-
-  /** The live holder of a summary row, if any. */
-  function liveHolder(row: Row): Holder | undefined {
-    if (typeof row.holder !== "string") return undefined;
-    const holder = parseHolder(row.holder);
-    return holder && holderAlive(holder) ? holder : undefined;
-  }
-
-  function summary(row: Row, held: boolean): SessionSummary {
-    const status = row.status as RunRecordStatus | null;
-    return {
-      id: String(row.id),
-      createdAt: Number(row.created_at),
-      updatedAt: Number(row.updated_at),
-      messageCount: Number(row.message_count),
-      status: sessionStatus(held, status === null ? undefined : { status }),
-      ...(typeof row.stop_reason === "string" && row.stop_reason ? { stopReason: row.stop_reason } : {}),
-      ...(typeof row.last_run_id === "string" ? { lastRunId: row.last_run_id } : {}),
-    };
-  }
-
-  function runRecord(row: Row | undefined): RunRecord | undefined {
-    if (row === undefined) return undefined;
-    return {
-      runId: String(row.run_id),
-      sessionId: String(row.session_id),
-      status: row.status as RunRecordStatus,
-      ...(typeof row.stop_reason === "string" ? { stopReason: row.stop_reason } : {}),
-      state: JSON.parse(String(row.state)),
-      createdAt: Number(row.created_at),
-      updatedAt: Number(row.updated_at),
-    };
-  }
-
-  function stored(row: Row, held: boolean): StoredSession {
-    const lastRun = typeof row.last_run_id === "string" ? runRecord(q.run.get(row.last_run_id)) : undefined;
-    return {
-      summary: summary(row, held),
-      messages: q.messages.all(row.id as string).map((m) => decodeMessage(String(m.message))),
-      ...(lastRun ? { lastRun } : {}),
-    };
-  }
-
-  function busy(sessionId: string, holder: Holder): StoreError {
-    return new StoreError(
-      "session_busy",
-      `session '${sessionId}' is in use by ${describeHolder(holder)}: wait for it to finish, or use another session id`,
-      { holder: describeHolder(holder) },
-    );
-  }
-
-  /** A live holder's session is refused, or taken over when forced (the caller told who held it). */
-  function takeOver(sessionId: string, live: Holder, options: TakeOver | undefined): void {
-    if (!options?.force) throw busy(sessionId, live);
-    options.onTakeOver?.(describeHolder(live));
   }
 
   function handleFor(sessionId: string, session: StoredSession, holder: string): SessionHandle {
@@ -288,7 +237,7 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
           if (live) takeOver(sessionId, live, options);
           if (row) {
             q.setHolder.run(holder, sessionId);
-            return stored(row, false);
+            return stored(q, row, false);
           }
           const now = clock();
           q.insertSession.run(sessionId, now, now, holder);
@@ -305,7 +254,7 @@ function open(db: DatabaseSync, fail: (error: unknown) => StoreError): SessionSt
           db,
           () => {
             const row = q.summary.get(sessionId);
-            return row && stored(row, liveHolder(row) !== undefined);
+            return row && stored(q, row, liveHolder(row) !== undefined);
           },
           "DEFERRED",
         );
