@@ -2,7 +2,15 @@
 // a fresh project's node_modules as `npm install <tarball>` does, with its dependencies (and only
 // them: no devDependency such as @types/pg) beside it. Run `npm run build` first.
 import { execFile, execFileSync, spawnSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -152,7 +160,10 @@ describe(`the package installed in another project as ${NAME}`, () => {
   });
 
   it("the README installs, runs and imports it by that name", () => {
-    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    // The README and the docs it links to: the commands and imports a newcomer copies.
+    const readme = ["README.md", ...readdirSync(join(ROOT, "docs")).map((f) => join("docs", f))]
+      .map((f) => readFileSync(join(ROOT, f), "utf8"))
+      .join("\n");
     expect(readme).toContain(`npm install ${NAME}`);
     // Outside a project that installed it, `npx agentloop` would fetch and run the other project:
     // the commands to copy (comments aside) say `npx agentloop-runtime`.
