@@ -131,20 +131,7 @@ describe("megabytes on every path that redacts: cut first, redacted in linear ti
   });
 
   it("an unknown approval id of 1 MiB is echoed as a short prefix", async () => {
-    const write = defineTool({
-      name: "write_note",
-      description: "Writes the note.",
-      parameters: z.object({ text: z.string() }),
-      needsApproval: true,
-      execute: () => "saved",
-    });
-    const model = scriptedModel([
-      { toolCalls: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }] },
-    ]);
-    const { app } = createApp({
-      agents: { notes: new Agent({ model, tools: [write] }) },
-      store: memoryStore(),
-    });
+    const app = notesApp();
     const json = { "content-type": "application/json" };
     const started = await app.request("/v1/chat/completions", {
       method: "POST",
@@ -164,20 +151,7 @@ describe("megabytes on every path that redacts: cut first, redacted in linear ti
   });
 
   it("a 1 MiB id or type a request names is echoed as a short prefix (approvals, input items, formats)", async () => {
-    const write = defineTool({
-      name: "write_note",
-      description: "Writes the note.",
-      parameters: z.object({ text: z.string() }),
-      needsApproval: true,
-      execute: () => "saved",
-    });
-    const model = scriptedModel([
-      { toolCalls: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }] },
-    ]);
-    const { app } = createApp({
-      agents: { notes: new Agent({ model, tools: [write] }) },
-      store: memoryStore(),
-    });
+    const app = notesApp();
     const post = (path: string, body: unknown) =>
       app.request(path, {
         method: "POST",
@@ -448,3 +422,16 @@ describe("configured secrets the model writes", () => {
     }
   }, 60_000);
 });
+
+/** A server whose agent `notes` asks to call write_note (id w1), which waits for approval. */
+function notesApp() {
+  const write = defineTool({
+    name: "write_note",
+    description: "Writes the note.",
+    parameters: z.object({ text: z.string() }),
+    needsApproval: true,
+    execute: () => "saved",
+  });
+  const model = scriptedModel([{ toolCalls: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }] }]);
+  return createApp({ agents: { notes: new Agent({ model, tools: [write] }) }, store: memoryStore() }).app;
+}

@@ -1,4 +1,4 @@
-import { isObject } from "../core/json.js";
+import { isJson, isObject } from "../core/json.js";
 import { nestedTooDeep, type ToolCall, tooDeepMessage, type Usage } from "../core/messages.js";
 import type { ModelEvent, ModelReply } from "./adapter.js";
 import { ModelFailure } from "./model-errors.js";
@@ -250,13 +250,4 @@ function executorTotals(iterations: unknown): { input: number; output: number } 
     counted = true;
   }
   return counted ? { input, output } : undefined;
-}
-
-function isJson(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -1,4 +1,4 @@
-import { isObject } from "../core/json.js";
+import { isJson, isObject } from "../core/json.js";
 import type { ToolCall } from "../core/messages.js";
 import type { ModelEvent, ModelReply } from "./adapter.js";
 import { mapUsage } from "./chat-assembler.js";
@@ -332,14 +332,5 @@ export class ResponsesStreamAssembler {
     if (refs.some((ref) => ref.type === "reasoning"))
       reply.providerData = { [RESPONSES_DATA_KEY]: { items: refs } };
     return reply;
-  }
-}
-
-function isJson(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
   }
 }
