@@ -195,7 +195,7 @@ describe("calls that need approval, without a terminal", () => {
     expect(bad).toMatchObject({
       code: 2,
       stderr:
-        "agentloop: unknown key 'approval.requir' in agentloop.json: remove it (the README's config section lists every key).\n",
+        "agentloop: unknown key 'approval.requir' in agentloop.json: remove it (docs/config.md lists every key).\n",
     });
     writeFileSync(join(w.dir, "agentloop.json"), JSON.stringify({ approval: { allow: "write_file" } }));
     expect((await w.cli(["run", "Go."])).stderr).toMatch(

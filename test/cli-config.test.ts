@@ -266,7 +266,7 @@ describe("MCP entries pasted from Claude Desktop, Cursor and VS Code", () => {
   it.each([
     [
       { servers: { users: { command: "node", bogus: true } } },
-      "agentloop: unknown key 'servers.users.bogus' in agentloop.json: remove it (the README's config section lists every key).",
+      "agentloop: unknown key 'servers.users.bogus' in agentloop.json: remove it (docs/config.md lists every key).",
     ],
     [
       { mcpServers: { users: { command: "node", evn: {} } } },
@@ -406,7 +406,7 @@ describe("prices in agentloop.json", () => {
     ],
     [
       { m: { input: 1, output: 1, extra: 1 } },
-      "unknown key 'prices.m.extra' in agentloop.json: remove it (the README's config section lists every key).",
+      "unknown key 'prices.m.extra' in agentloop.json: remove it (docs/config.md lists every key).",
     ],
   ])(
     "takes { model: { input, output, cachedInput? } }, non-negative, no other keys: %j",

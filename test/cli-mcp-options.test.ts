@@ -65,7 +65,7 @@ describe('per-server "tools" filters', () => {
     const cases: [object, string][] = [
       [
         { ...server, tools: { allw: ["x"] } },
-        "agentloop: unknown key 'mcpServers.probe.tools.allw' in agentloop.json: remove it (the README's config section lists every key).\n",
+        "agentloop: unknown key 'mcpServers.probe.tools.allw' in agentloop.json: remove it (docs/config.md lists every key).\n",
       ],
       [
         { ...server, tools: { deny: "x" } },

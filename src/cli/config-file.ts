@@ -398,7 +398,7 @@ function unknownKeys(shown: string[], keys: string[], candidates: readonly strin
   });
   if (keys.length === 1) {
     const fix = fixes[0]?.[1];
-    return `unknown key ${quoted(shown)} in ${file}: ${fix ? `did you mean '${fix}'?` : "remove it (the README's config section lists every key)."}`;
+    return `unknown key ${quoted(shown)} in ${file}: ${fix ? `did you mean '${fix}'?` : "remove it (docs/config.md lists every key)."}`;
   }
   const hints = fixes.map(([key, fix]) => `'${key}' → '${fix}'`).join(", ");
   return `unknown keys ${quoted(shown)} in ${file}: remove them or fix their spelling${hints ? ` (${hints})` : ""}.`;
