@@ -11,9 +11,8 @@ export const RUN_STATE_VERSION = 1;
 export type RunStatus = "running" | "awaiting_approval" | "awaiting_answer" | "completed";
 
 /**
- * A run as a plain, JSON-serialisable value. `advance()` moves it on by one iteration; store it
- * between iterations (or at any checkpoint) and `Agent.resume()` continues it, in this process
- * or another. Nothing in it is a class, a function or a cycle.
+ * A run as a plain, JSON-serialisable value. The loop (`runLoop`) changes it stage by stage;
+ * store it at any checkpoint and `Agent.resume()` continues it, in this process or another. Nothing in it is a class, a function or a cycle.
  */
 export interface RunState {
   version: typeof RUN_STATE_VERSION;
