@@ -2,14 +2,14 @@ import type { AgentEvent } from "../core/events.js";
 import type { RunState } from "../core/run-state.js";
 import type { ModelError, ModelEvent, ModelReply } from "../models/adapter.js";
 import { type CallExecution, executeCalls, type PreparedCall } from "../tools/execute.js";
-import { CONTINUE, type Next, type Run, type Sink } from "./run.js";
+import type { Run, Sink, Stop } from "./run.js";
 import {
+  ABORTED,
   type Asked,
   approve,
   ask,
   begin,
   callEvents,
-  conclude,
   decide,
   decline,
   Events,
@@ -25,6 +25,7 @@ import {
   streamed,
   takeReply,
 } from "./stages.js";
+import { conclude } from "./state.js";
 
 /** Where the loop is: the stage it runs next (see `runLoop`). */
 type At =
@@ -60,7 +61,8 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
   // The events of the stage just run; none are made when nobody listens.
   const out = sink.quiet ? undefined : new Events();
   let at: At = "begin";
-  let next: Next = CONTINUE;
+  // Why the loop ends, set before the "stop" stage.
+  let stop: Stop = ABORTED;
   let system = "";
   let updates = NO_UPDATES;
   let reply: ModelReply | ModelError | undefined;
@@ -68,26 +70,26 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
   let asked: Asked | undefined;
   let asking = 0;
   let execution: CallExecution | undefined;
-  // A clock reading no other code has run since (a drained run nobody listens to, between sync
-  // steps), or -1: reused rather than read again.
-  let clock = -1;
+  // Nothing but the loop runs between its steps (no reader, no checkpoint): the clock's readings may be reused.
+  const alone = sink.quiet && !checkpoint;
+  const { clock } = run;
   try {
     // The input (or the decisions of a resumed run) is stored before the model is asked.
     if (checkpoint) await checkpoint(state);
     // A resumed run first finishes the calls it has pending.
     if (state.pending) {
-      open = openCalls(state, run);
+      open = openCalls(state, state.pending, run);
       at = "calls";
     }
     for (;;) {
       switch (at) {
         case "begin": {
-          const begun = begin(state, run, clock, out);
+          const begun = begin(state, run, out);
           if (typeof begun === "string") {
             system = begun;
             at = "request";
           } else {
-            next = begun;
+            stop = begun;
             at = "stop";
           }
           break;
@@ -108,10 +110,10 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
         }
         case "reply": {
           updates = NO_UPDATES;
-          clock = performance.now();
-          const taken = takeReply(state, run, reply, clock);
+          const now = clock.now();
+          const taken = takeReply(state, run, reply, now);
           if ("type" in taken) {
-            next = taken;
+            stop = taken;
             at = "stop";
             break;
           }
@@ -119,12 +121,13 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           // never asks the model again for it; its calls are opened first, which marks those whose
           // arguments no provider would take back.
           if (state.pending) {
-            open = openCalls(state, run);
+            open = openCalls(state, state.pending, run);
             if (checkpoint) await checkpoint(state);
+            // The calls start at once when nobody is asked (see "execute").
+            if (alone) clock.keep(now);
             at = "calls";
           } else {
             asked = undefined;
-            clock = -1;
             at = "decide";
           }
           out?.push(messageEvent(taken, state));
@@ -134,8 +137,9 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           // Those without a result run (after approval where needed).
           callEvents(open, runId, out);
           asked = undefined;
-          if (mayAskPerson(open, state)) {
-            asked = { ready: [], approval: false, question: undefined };
+          if (state.pending && mayAskPerson(open, state)) {
+            clock.forget();
+            asked = { pending: state.pending, ready: [], approval: false, question: undefined };
             asking = 0;
             at = "ask";
           } else at = "execute";
@@ -156,8 +160,8 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
         }
         case "approve": {
           const prepared = open[asking] as PreparedCall;
-          if (await approve(state, run, prepared)) {
-            asked?.ready.push(prepared);
+          if (asked && (await approve(state, run, prepared, asked))) {
+            asked.ready.push(prepared);
             asking++;
             at = "ask";
           } else at = "decline";
@@ -173,10 +177,7 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
         }
         case "execute": {
           // Each result is appended and checkpointed the moment it completes.
-          if (!execution) {
-            const quiet = sink.quiet && !checkpoint;
-            execution = executeCalls(asked ? asked.ready : open, run, quiet && !asked ? clock : -1);
-          }
+          execution ??= executeCalls(asked ? asked.ready : open, run, clock.now());
           const update = execution.take();
           if (update?.type === "outcome") {
             const result = record(state, run, update);
@@ -185,25 +186,29 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           } else if (update) out?.push(progressEvent(state, update));
           else if (!execution.done) await execution.wait();
           else {
-            const quiet = sink.quiet && !checkpoint;
-            clock = quiet && !execution.waited ? execution.endedAt : -1;
+            // The next iteration starts as the last call ends when nothing waited in between.
+            if (alone && !execution.waited) clock.keep(execution.endedAt);
             at = "decide";
           }
           break;
         }
-        case "decide":
-          next = decide(state, run, asked, execution ? execution.endedAt : -1);
+        case "decide": {
+          const next = decide(state, run, asked, execution ? execution.endedAt : -1);
           execution = undefined;
-          if (next === CONTINUE) {
+          if (next.type === "continue") {
             if (checkpoint) await checkpoint(state);
             at = "begin";
-          } else at = "stop";
+          } else {
+            stop = next;
+            at = "stop";
+          }
           break;
+        }
         case "stop":
           // Stopped or waiting: the run's last events, after its last checkpoint.
-          conclude(state, run, next as Exclude<Next, { type: "continue" }>);
+          conclude(state, stop.type === "wait" ? stop.for : redacted(stop, run));
           if (checkpoint) await checkpoint(state);
-          sink.ended();
+          sink.ended(state);
           if (out) lastEvents(state, out);
           at = "ended";
           break;
@@ -225,4 +230,12 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
     // Left mid-reply (a checkpoint or `emit` threw): the model's stream is closed, as `for await` would.
     if (at === "stream") await updates.return?.();
   }
+}
+
+/** A stop's error message, with the run's secrets taken out (a model's error may quote its input). */
+function redacted(stop: Stop & { type: "stop" }, run: Run): Stop & { type: "stop" } {
+  const { error } = stop;
+  const redact = run.options.redact;
+  if (!error || !redact) return stop;
+  return { ...stop, error: { message: redact.text(error.message), code: error.code } };
 }

@@ -4,7 +4,7 @@
  * Each takes the state and the run, changes the state, appends the events it produced to `out`
  * (undefined when nobody listens: then it makes none) and returns what the loop needs next.
  */
-import type { AgentEvent, AgentEventBody, IterationRecord, StopReason } from "../core/events.js";
+import type { AgentEvent, AgentEventBody, IterationRecord } from "../core/events.js";
 import {
   type AssistantMessage,
   addUsage,
@@ -13,7 +13,7 @@ import {
   type ToolMessage,
   trimmed,
 } from "../core/messages.js";
-import type { PendingCalls, RunState } from "../core/run-state.js";
+import type { FinalStopReason, PendingCalls, RunState, StoppedState } from "../core/run-state.js";
 import {
   incompleteReason,
   type ModelError,
@@ -33,8 +33,8 @@ import {
 } from "./prompt.js";
 import { prepareKept, redactedStream, redactReply } from "./redact-reply.js";
 import { uniqueIds } from "./repair.js";
-import { CONTINUE, circuitBreaker, type Next, type Run, type Sink } from "./run.js";
-import { answeredCalls, closePending, pendingCalls, sortResults, stopOutcome } from "./state.js";
+import { CONTINUE, circuitBreaker, type Next, type Run, type Sink, type Stop } from "./run.js";
+import { answeredCalls, isQuestion, pendingCalls, sortResults, stopOutcome } from "./state.js";
 import { recordCall, recordFailure, recordSuccess, repetitionWarning, tripped } from "./stop.js";
 
 /**
@@ -61,21 +61,21 @@ export class Events {
   }
 }
 
-export const ABORTED: Next = { type: "stop", stopReason: "aborted" };
-const FINAL_ANSWER: Next = { type: "stop", stopReason: "final_answer" };
+export const ABORTED: Stop = { type: "stop", stopReason: "aborted" };
+const FINAL_ANSWER: Stop = { type: "stop", stopReason: "final_answer" };
 /** Any character but whitespace: a reply without one (and without calls or a refusal) is empty. */
 const VISIBLE = /\S/;
 
 /**
  * Starts an iteration (its number, its start time, `iteration_start`) and returns its system prompt
  * (with the warnings near a limit); or what stops the run before it (an abort, the iteration
- * limit, a spent budget). `clock`: a reading to reuse as the start time, or -1.
+ * limit, a spent budget).
  */
-export function begin(state: RunState, run: Run, clock: number, out: Events | undefined): string | Next {
+export function begin(state: RunState, run: Run, out: Events | undefined): string | Stop {
   const { maxIterations, mode } = run.options;
   if (run.signal.aborted) return ABORTED;
   if (state.iteration >= maxIterations) return { type: "stop", stopReason: "max_iterations" };
-  const started = clock >= 0 ? clock : performance.now();
+  const started = run.clock.now();
   let warning: string | undefined;
   if (run.budgeted) {
     const { budget } = run.options;
@@ -161,7 +161,7 @@ export function takeReply(
   run: Run,
   ended: ModelReply | ModelError | undefined,
   now: number,
-): AssistantMessage | Next {
+): AssistantMessage | Stop {
   const modelMs = now - run.iterationStartedAt;
   const reply = ended && "toolCalls" in ended ? ended : undefined;
   const failure = reply ? undefined : (ended as ModelError | undefined);
@@ -226,8 +226,7 @@ export function messageEvent(message: AssistantMessage, state: RunState): AgentE
  * it, which every provider accepts, and its error result says what was wrong. The loop opens a
  * fresh reply's calls before storing it.
  */
-export function openCalls(state: RunState, run: Run): PreparedCall[] {
-  const pending = state.pending as PendingCalls;
+export function openCalls(state: RunState, pending: PendingCalls, run: Run): PreparedCall[] {
   const calls = (state.messages[pending.assistant] as AssistantMessage).toolCalls as ToolCall[];
   // A fresh reply has no results yet.
   const done = state.messages.length > pending.assistant + 1 ? answeredCalls(state) : undefined;
@@ -264,6 +263,8 @@ export function mayAskPerson(open: readonly PreparedCall[], state: RunState): bo
 
 /** What asking decided: the calls to run now, and what the run waits for after them. */
 export interface Asked {
+  /** The calls asked about, with the decisions taken on them. */
+  pending: PendingCalls;
   ready: PreparedCall[];
   /** Some calls wait for a person's decision (no `onApproval`). */
   approval: boolean;
@@ -293,7 +294,7 @@ export function ask(
     return true;
   }
   const { call, arguments: args } = prepared;
-  const decision = (state.pending as PendingCalls).decisions.find((d) => d.id === call.id);
+  const decision = asked.pending.decisions.find((d) => d.id === call.id);
   if (decision) {
     if (decision.approved) asked.ready.push(prepared);
     return decision.approved;
@@ -305,13 +306,18 @@ export function ask(
 }
 
 /** `onApproval`'s decision on a call `ask` announced, recorded; true when the call may run. */
-export async function approve(state: RunState, run: Run, prepared: PreparedCall): Promise<boolean> {
+export async function approve(
+  state: RunState,
+  run: Run,
+  prepared: PreparedCall,
+  asked: Asked,
+): Promise<boolean> {
   const { call, arguments: args } = prepared;
   const { onApproval } = run.options;
   const answer = onApproval ? await onApproval({ id: call.id, name: call.name, arguments: args }) : "deny";
   if (answer === "always") state.allowedTools.push(call.name);
   const approved = answer !== "deny";
-  (state.pending as PendingCalls).decisions.push({ id: call.id, approved });
+  asked.pending.decisions.push({ id: call.id, approved });
   return approved;
 }
 
@@ -381,7 +387,7 @@ export function decide(state: RunState, run: Run, asked: Asked | undefined, ende
     state.output = String(asked.question.arguments.question ?? "");
     return { type: "wait", for: "answer" };
   }
-  return callsDone(state, run, endedAt);
+  return callsDone(state, state.pending, run, endedAt);
 }
 
 /**
@@ -429,9 +435,8 @@ function answered(state: RunState, run: Run): Next {
 }
 
 /** All results are in (the last at `endedAt`): call order, the guards, and what the calls decided. */
-function callsDone(state: RunState, run: Run, endedAt: number): Next {
+function callsDone(state: RunState, pending: PendingCalls, run: Run, endedAt: number): Next {
   sortResults(state);
-  const pending = state.pending as PendingCalls;
   const calls = pendingCalls(state);
   const step = state.steps.at(-1);
   const { breaker, repetition } = state.guards;
@@ -441,8 +446,7 @@ function callsDone(state: RunState, run: Run, endedAt: number): Next {
     const call = calls[i] as ToolCall;
     const result = state.messages[pending.assistant + 1 + i] as ToolMessage;
     const args = trimmed(call.arguments);
-    recordCall(repetition, call.name, args, run.lastArguments);
-    run.lastArguments = args;
+    recordCall(repetition, call.name, args);
     if (result.isError) {
       if (step) step.toolErrors++;
       const description = `${call.name}(${args}) -> ${result.content}`;
@@ -467,25 +471,8 @@ function callsDone(state: RunState, run: Run, endedAt: number): Next {
   return CONTINUE;
 }
 
-/** The run stops or waits: its state says why (open calls closed). */
-export function conclude(state: RunState, run: Run, next: Exclude<Next, { type: "continue" }>): void {
-  const s = state;
-  if (next.type === "wait") {
-    s.status = next.for === "approval" ? "awaiting_approval" : "awaiting_answer";
-    s.stopReason = next.for === "approval" ? "approval_required" : "ask_question";
-  } else {
-    s.status = "completed";
-    s.stopReason = next.stopReason;
-    closePending(s);
-    if (next.error) {
-      const message = run.options.redact?.text(next.error.message) ?? next.error.message;
-      s.error = { message, code: next.error.code };
-    }
-  }
-}
-
 /** The events that end a run: `error` when it stopped on one, then `turn_complete`. */
-export function lastEvents(s: RunState, out: Events): void {
+export function lastEvents(s: StoppedState, out: Events): void {
   const { runId } = s;
   const incomplete = s.steps.at(-1)?.incomplete;
   const body: AgentEventBody = {
@@ -503,7 +490,7 @@ export function lastEvents(s: RunState, out: Events): void {
 
 /** A valid `ask_question` call: its result is the person's answer, so it waits for one. */
 function awaitsAnswer(prepared: PreparedCall): boolean {
-  return prepared.call.name === "ask_question" && prepared.tool?.loopBreaking === true && !prepared.error;
+  return isQuestion(prepared.call) && prepared.tool?.loopBreaking === true && !prepared.error;
 }
 
 function needsApproval(prepared: PreparedCall, state: RunState): boolean {
@@ -520,6 +507,6 @@ function needsApproval(prepared: PreparedCall, state: RunState): boolean {
 }
 
 /** Built-in loop-breaking tools stop with their own reason; other loop-breaking tools count as task completion. */
-function stopReasonOf(toolName: string): StopReason {
+function stopReasonOf(toolName: string): FinalStopReason {
   return toolName === "converse" ? "converse" : "task_completion";
 }

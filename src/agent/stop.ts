@@ -49,18 +49,18 @@ export function breakerMessage(s: Breaker): string {
 
 /**
  * The repetition guard counts calls of the same tool with identical arguments in a row,
- * successful or not. `last` is the arguments of the previous call in this process when known
- * (compared as they are, without reading the stored signature `name\0args`).
+ * successful or not. The call is compared with the stored signature (`name\0args`) in place,
+ * piece by piece: no signature string is built for a call that repeats the last one (nor for
+ * the comparison), which bench/loop-profile.ts (a tool called with new arguments every
+ * iteration, and the same ones) shows as a string per iteration otherwise.
  */
-export function recordCall(s: Repetition, name: string, args: string, last: string | undefined): void {
+export function recordCall(s: Repetition, name: string, args: string): void {
   const same =
     s.name === name &&
-    (last !== undefined
-      ? last === args
-      : s.signature.length === name.length + 1 + args.length &&
-        s.signature.endsWith(args) &&
-        s.signature.startsWith(name) &&
-        s.signature.charCodeAt(name.length) === 0);
+    s.signature.length === name.length + 1 + args.length &&
+    s.signature.endsWith(args) &&
+    s.signature.startsWith(name) &&
+    s.signature.charCodeAt(name.length) === 0;
   if (same) s.count++;
   else {
     s.signature = `${name}\u0000${args}`;
