@@ -99,6 +99,8 @@ export interface Run extends ExecuteOptions {
    * the arguments as kept). Taken when the calls are prepared.
    */
   realArguments: Map<string, string> | undefined;
+  /** The arguments of the last tool call the repetition guard saw in this process (see `recordCall`). */
+  lastArguments: string | undefined;
   /** The run's clock (reuses a reading where the time cannot have moved). */
   clock: RunClock;
   startedAt: number;
@@ -190,6 +192,7 @@ export function startRun(
     ownSignal,
     contextMemo: newContextMemo(),
     realArguments: undefined,
+    lastArguments: undefined,
     clock,
     startedAt: now,
     iterationStartedAt: now,

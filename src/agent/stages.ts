@@ -446,7 +446,8 @@ function callsDone(state: RunState, pending: PendingCalls, run: Run, endedAt: nu
     const call = calls[i] as ToolCall;
     const result = state.messages[pending.assistant + 1 + i] as ToolMessage;
     const args = trimmed(call.arguments);
-    recordCall(repetition, call.name, args);
+    recordCall(repetition, call.name, args, run.lastArguments);
+    run.lastArguments = args;
     if (result.isError) {
       if (step) step.toolErrors++;
       const description = `${call.name}(${args}) -> ${result.content}`;

@@ -54,7 +54,7 @@ export type StoppedState = Exclude<RunState, RunningState>;
 /** Why a run stopped for good (not waiting). */
 export type FinalStopReason = Exclude<StopReason, "approval_required" | "ask_question">;
 
-/** What every run state has, whatever its status. */
+/** What every run state has, whatever its `status` (its `stopReason` and `pending` depend on it). */
 export interface RunStateFields {
   version: typeof RUN_STATE_VERSION;
   runId: string;
@@ -64,8 +64,6 @@ export interface RunStateFields {
    * whoever resumes it can tell whether its own model is the one the run was started with.
    */
   model?: string;
-  /** Where the run stands (see `RunState`). */
-  status: RunStatus;
   /**
    * The whole conversation: earlier turns, this run's input, and every message since. The
    * results of the last reply's tool calls follow its assistant message in the order they
@@ -80,14 +78,10 @@ export interface RunStateFields {
   /** The last assistant text (or the loop-breaking tool's result, or the question asked). */
   output: string;
   refusal?: string;
-  /** Set once the run has stopped (also when it waits: `ask_question`, `approval_required`). */
-  stopReason?: StopReason;
   error?: { message: string; code: string };
   guards: GuardState;
   /** Tools the person allowed for the rest of the run (`a` at the prompt). */
   allowedTools: string[];
-  /** The last reply's tool calls while some still lack a result. */
-  pending?: PendingCalls;
   /**
    * The JSON Schema the answer must match (the agent's `outputSchema`), kept so a run resumed by an
    * agent given no schema (e.g. `agentloop run --session <id> --approve all`) still validates it.
