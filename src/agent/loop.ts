@@ -61,7 +61,7 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
   // The events of the stage just run; none are made when nobody listens.
   const out = sink.quiet ? undefined : new Events();
   let at: At = "begin";
-  // Why the loop ends, set before the "stop" stage.
+  // Why the loop ends, set before the `stop` stage.
   let stop: Stop = ABORTED;
   let system = "";
   let updates = NO_UPDATES;
@@ -103,9 +103,14 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           break;
         }
         case "stream": {
-          const update = await updates.next();
+          // Up to the next event (a delta, when someone listens) or the stream's end.
+          let update = await updates.next();
+          while (!update.done) {
+            reply = streamed(update.value, runId, out) ?? reply;
+            if (out?.length) break;
+            update = await updates.next();
+          }
           if (update.done) at = "reply";
-          else reply = streamed(update.value, runId, out) ?? reply;
           break;
         }
         case "reply": {
@@ -175,23 +180,31 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           at = "ask";
           break;
         }
-        case "execute": {
-          // Each result is appended and checkpointed the moment it completes.
+        case "execute":
+          // Up to the next event or the last outcome. Each result is appended and checkpointed the
+          // moment it completes.
           execution ??= executeCalls(asked ? asked.ready : open, run, clock.now());
-          const update = execution.take();
-          if (update?.type === "outcome") {
-            const result = record(state, run, update);
-            if (checkpoint) await checkpoint(state);
-            out?.push(resultEvent(result, update.durationMs, runId));
-          } else if (update) out?.push(progressEvent(state, update));
-          else if (!execution.done) await execution.wait();
-          else {
-            // The next iteration starts as the last call ends when nothing waited in between.
-            if (alone && !execution.waited) clock.keep(execution.endedAt);
-            at = "decide";
+          for (;;) {
+            const update = execution.take();
+            if (update?.type === "outcome") {
+              const result = record(state, run, update);
+              if (checkpoint) await checkpoint(state);
+              if (!out) continue;
+              out.push(resultEvent(result, update.durationMs, runId));
+            } else if (update) {
+              if (!out) continue;
+              out.push(progressEvent(state, update));
+            } else if (!execution.done) {
+              await execution.wait();
+              continue;
+            } else {
+              // The next iteration starts as the last call ends when nothing waited in between.
+              if (alone && !execution.waited) clock.keep(execution.endedAt);
+              at = "decide";
+            }
+            break;
           }
           break;
-        }
         case "decide": {
           const next = decide(state, run, asked, execution ? execution.endedAt : -1);
           execution = undefined;
