@@ -43,7 +43,7 @@ import { recordCall, recordFailure, recordSuccess, repetitionWarning, tripped } 
  * another (bench/loop-profile.ts, streaming: one per streamed delta).
  */
 export class Events {
-  private readonly items: (AgentEvent | undefined)[] = [];
+  private readonly items: AgentEvent[] = [];
   length = 0;
 
   push(event: AgentEvent): void {
@@ -55,8 +55,8 @@ export class Events {
     return this.items[i] as AgentEvent;
   }
 
+  /** Empties it. The slots keep their last events until overwritten (a few, for one run's life). */
   clear(): void {
-    for (let i = 0; i < this.length; i++) this.items[i] = undefined;
     this.length = 0;
   }
 }
