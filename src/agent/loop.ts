@@ -238,10 +238,9 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
     }
   } catch (error) {
     sink.failed(error);
-    throw error;
-  } finally {
-    // Left mid-reply (a checkpoint or `emit` threw): the model's stream is closed, as `for await` would.
+    // Left mid-reply (`emit` threw): the model's stream is closed, as `for await` would.
     if (at === "stream") await updates.return?.();
+    throw error;
   }
 }
 
