@@ -94,7 +94,7 @@ export function budgetWarning(budget: Budget, spent: Spent): string | undefined 
 }
 
 /** An amount of USD as people write it: "$0.0000001", "$0.0012", "$12.35"; never "$1e-7". */
-export function formatUsd(usd: number): string {
+function formatUsd(usd: number): string {
   if (usd >= 1)
     return `$${usd.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
   return `$${usd.toLocaleString("en-US", { maximumSignificantDigits: 2 })}`;

@@ -21,18 +21,11 @@ import { askQuestion } from "../tools/builtin/loop-breaking.js";
 import { repairReply } from "./repair.js";
 
 export type {
-  AwaitingAnswerState,
   AwaitingApprovalState,
-  CompletedState,
   FinalStopReason,
-  GuardState,
-  PendingCalls,
-  RunningState,
   RunState,
-  RunStatus,
   StoppedState,
 } from "../core/run-state.js";
-export { RUN_STATE_VERSION } from "../core/run-state.js";
 
 /**
  * A fresh state for a run by the model `model` after `history` (not modified), its `input` appended
@@ -273,7 +266,7 @@ function closePending(state: RunState): void {
 }
 
 /** Arguments for display and events: the parsed object, or `{}` when they are not one. */
-export function parseArguments(text: string): Record<string, unknown> {
+function parseArguments(text: string): Record<string, unknown> {
   try {
     const value: unknown = text.trim() === "" ? {} : JSON.parse(text);
     return typeof value === "object" && value !== null && !Array.isArray(value)

@@ -20,7 +20,7 @@ export type RunStatus = "running" | "awaiting_approval" | "awaiting_answer" | "c
 export type RunState = RunningState | AwaitingApprovalState | AwaitingAnswerState | CompletedState;
 
 /** A run that has not stopped: `running`, or interrupted (its process died while it ran). */
-export interface RunningState extends RunStateFields {
+interface RunningState extends RunStateFields {
   status: "running";
   stopReason?: undefined;
   /** The last reply's tool calls while some still lack a result. */
@@ -42,7 +42,7 @@ export interface AwaitingAnswerState extends RunStateFields {
 }
 
 /** A run that stopped for good: every call has its result. */
-export interface CompletedState extends RunStateFields {
+interface CompletedState extends RunStateFields {
   status: "completed";
   stopReason: FinalStopReason;
   pending?: undefined;
@@ -55,7 +55,7 @@ export type StoppedState = Exclude<RunState, RunningState>;
 export type FinalStopReason = Exclude<StopReason, "approval_required" | "ask_question">;
 
 /** What every run state has, whatever its `status` (its `stopReason` and `pending` depend on it). */
-export interface RunStateFields {
+interface RunStateFields {
   version: typeof RUN_STATE_VERSION;
   runId: string;
   sessionId?: string;
