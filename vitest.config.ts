@@ -5,5 +5,6 @@ export default defineConfig({
     include: ["src/**/*.test.ts", "test/**/*.test.ts"],
     testTimeout: 20_000,
     globalSetup: ["test/support/temp-dir.ts"],
+    setupFiles: ["test/support/scripted-steps.ts"],
   },
 });

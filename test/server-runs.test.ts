@@ -181,7 +181,7 @@ describe("stored runs", () => {
   });
 
   it("refuses what it cannot do: no store (501), unknown run (404), bad decisions (400), a run not waiting or not interrupted (409), while draining (503)", async () => {
-    const bare = await listen({ agents: { notes: notesAgent([readAndWrite]).agent } });
+    const bare = await listen({ agents: { notes: notesAgent([]).agent } });
     for (const res of [
       await post(`${bare.baseURL}/runs/chatcmpl-x/approvals`, { approve: "all" }),
       await post(`${bare.baseURL}/runs/chatcmpl-x/resume`, {}),

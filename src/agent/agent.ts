@@ -33,15 +33,7 @@ import {
 } from "./output.js";
 import type { Budget, Mode, ToolProtocol } from "./prompt.js";
 import { type ApprovalDecision, type LoopOptions, startRun } from "./run.js";
-import {
-  answeredCalls,
-  checkRunState,
-  newRunState,
-  pendingCalls,
-  type RunState,
-  recordDecisions,
-  sortResults,
-} from "./state.js";
+import { afterHistory, checkRunState, type RunState, recordDecisions, reopen } from "./state.js";
 
 export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
   model: Model;
@@ -274,42 +266,14 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     // A history from outside (a client's messages, a caller's own store) is repaired as a stored
     // log is (unique call ids, unreadable arguments marked `invalid`): a provider would refuse it.
     const given = options.history ?? [];
-    const history = repairedHistory(given) ?? given;
-    // A history that ends with calls left open (a run that waits): the input answers an
-    // `ask_question` among them, and the others are closed as not run.
-    let last = history.length - 1;
-    while (history[last]?.role === "tool") last--;
-    const reply = history[last];
-    const waits = reply?.role === "assistant" && reply.toolCalls?.length;
-    // The input goes in with the history (an array of the right size) unless calls are closed first.
-    const state = newRunState(
+    const state = afterHistory(
       options.runId ?? newRunId(),
-      history,
+      repairedHistory(given) ?? given,
+      message,
       options.sessionId,
-      waits ? undefined : message,
       this.options.model.id,
     );
     if (options.allowedTools) state.allowedTools.push(...options.allowedTools);
-    if (reply?.role === "assistant" && reply.toolCalls?.length) {
-      state.pending = { assistant: last, decisions: [], breaking: [] };
-      const done = answeredCalls(state);
-      const open = reply.toolCalls.filter((call) => !done.has(call.id));
-      const question = open.find((call) => call.name === "ask_question");
-      for (const call of open) {
-        const content = call === question ? message.content : "This call was not run.";
-        state.messages.push({
-          role: "tool",
-          toolCallId: call.id,
-          name: call.name,
-          content,
-          isError: !question,
-        });
-      }
-      if (question) return this.start<Output>(state, options);
-      sortResults(state);
-      state.pending = undefined; // not `delete`: the state keeps one shape (V8 slows objects that lose properties)
-      state.messages.push(message);
-    }
     return this.start<Output>(state, options);
   }
 
@@ -333,24 +297,10 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     else if (options.approve !== undefined || options.deny !== undefined) {
       throw new AgentloopError("invalid_state", `Run ${s.runId} is not waiting for approvals.`);
     }
-    if (s.status === "awaiting_answer") {
-      if (options.answer === undefined) {
-        throw new AgentloopError("invalid_state", `Run ${s.runId} waits for an answer: pass { answer }.`);
-      }
-      const call = pendingCalls(s).find((c) => c.name === "ask_question" && !answeredCalls(s).has(c.id));
-      if (call)
-        s.messages.push({
-          role: "tool",
-          toolCallId: call.id,
-          name: call.name,
-          content: options.answer,
-          isError: false,
-        });
+    if (s.status === "awaiting_answer" && options.answer === undefined) {
+      throw new AgentloopError("invalid_state", `Run ${s.runId} waits for an answer: pass { answer }.`);
     }
-    s.status = "running";
-    s.stopReason = undefined;
-    s.error = undefined;
-    s.model = this.options.model.id;
+    reopen(s, this.options.model.id, options.answer);
     return this.start<OutputOf<S>>(s, options);
   }
 

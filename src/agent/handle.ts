@@ -1,6 +1,6 @@
 import { errorMessage } from "../core/errors.js";
 import type { AgentEvent, RunResult } from "../core/events.js";
-import type { RunState } from "../core/run-state.js";
+import type { RunState, StoppedState } from "../core/run-state.js";
 import { abortCalls } from "../tools/execute.js";
 import { runLoop } from "./loop.js";
 import { readAnswer } from "./output.js";
@@ -149,8 +149,7 @@ class Outcome<Output> implements Sink {
   }
 
   /** The run's result, once its last checkpoint is stored. */
-  ended(): void {
-    const s = this.state;
+  ended(s: StoppedState): void {
     const result: RunResult<Output> = {
       runId: s.runId,
       state: s,

@@ -64,6 +64,17 @@ export interface Spent {
   elapsedMs: number;
 }
 
+/** Why the run must stop before its next model call (a token or cost budget spent), else undefined. */
+export function budgetExceeded(budget: Budget, spent: Spent): string | undefined {
+  if (budget.maxTokens !== undefined && spent.tokens >= budget.maxTokens) {
+    return `Token budget spent: ${spent.tokens} of ${budget.maxTokens} tokens.`;
+  }
+  if (budget.maxCostUsd !== undefined && spent.costUsd >= budget.maxCostUsd) {
+    return `Cost budget spent: ${formatUsd(spent.costUsd)} of ${formatUsd(budget.maxCostUsd)}.`;
+  }
+  return undefined;
+}
+
 /** The soft warning once 80% of any budget is spent. */
 export function budgetWarning(budget: Budget, spent: Spent): string | undefined {
   const used: string[] = [];
@@ -83,7 +94,7 @@ export function budgetWarning(budget: Budget, spent: Spent): string | undefined 
 }
 
 /** An amount of USD as people write it: "$0.0000001", "$0.0012", "$12.35"; never "$1e-7". */
-export function formatUsd(usd: number): string {
+function formatUsd(usd: number): string {
   if (usd >= 1)
     return `$${usd.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
   return `$${usd.toLocaleString("en-US", { maximumSignificantDigits: 2 })}`;

@@ -1,11 +1,12 @@
-import type { AgentEvent, StopReason } from "../core/events.js";
+import type { AgentEvent } from "../core/events.js";
 import type { Redactor } from "../core/redact.js";
-import type { RunState } from "../core/run-state.js";
+import type { FinalStopReason, RunState, StoppedState } from "../core/run-state.js";
 import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/prune.js";
 import type { Model, ModelRequest, ToolSpec } from "../models/adapter.js";
 import type { ModelPrice } from "../models/pricing.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
+import { RunClock } from "./clock.js";
 import { OUTPUT_NAME, type OutputSpec, outputInstructions } from "./output.js";
 import { type Budget, type Mode, stablePrompt, type ToolProtocol } from "./prompt.js";
 import { breakerMessage } from "./stop.js";
@@ -59,10 +60,11 @@ export interface LoopOptions {
  * What comes after an iteration. Stopping is data: the loop never throws for model or tool
  * failures, it says why it stops.
  */
-export type Next =
-  | { type: "continue" }
-  | { type: "stop"; stopReason: StopReason; error?: { message: string; code: string } }
-  /** The run waits for approvals or for the answer to `ask_question`; the state says which calls. */
+export type Next = { type: "continue" } | Stop;
+
+/** What ends the loop: the run stops for good, or waits (for approvals or for the answer to `ask_question`; the state says which calls). */
+export type Stop =
+  | { type: "stop"; stopReason: FinalStopReason; error?: { message: string; code: string } }
   | { type: "wait"; for: "approval" | "answer" };
 
 /**
@@ -91,14 +93,16 @@ export interface Run extends ExecuteOptions {
   streamOptions: { signal: AbortSignal };
   /** The context manager's counts for this run's history. */
   contextMemo: ContextMemo;
-  /** The arguments of the last tool call the repetition guard saw in this process. */
-  lastArguments: string | undefined;
   /**
    * By call id, the arguments as the model sent them of the calls kept with secrets redacted:
    * what those tools run with, in this process only (a run resumed from its state runs them with
    * the arguments as kept). Taken when the calls are prepared.
    */
   realArguments: Map<string, string> | undefined;
+  /** The arguments of the last tool call the repetition guard saw in this process (see `recordCall`). */
+  lastArguments: string | undefined;
+  /** The run's clock (reuses a reading where the time cannot have moved). */
+  clock: RunClock;
   startedAt: number;
   /** When the current iteration started in this process. */
   iterationStartedAt: number;
@@ -167,7 +171,8 @@ export function startRun(
   ownSignal = false,
 ): Run {
   const { tools, nativeTools, requestOutput, stable, budgeted } = derive(options);
-  const now = performance.now();
+  const clock = new RunClock();
+  const now = clock.now();
   return {
     options,
     signal,
@@ -186,8 +191,9 @@ export function startRun(
     waiters: undefined,
     ownSignal,
     contextMemo: newContextMemo(),
-    lastArguments: undefined,
     realArguments: undefined,
+    lastArguments: undefined,
+    clock,
     startedAt: now,
     iterationStartedAt: now,
   };
@@ -202,14 +208,14 @@ export interface Sink {
   /** Drained, and `emit` passes events to nobody: the loop need not make them. */
   readonly quiet: boolean;
   /** The run stopped or waits, its state final and stored: called before its last events go out. */
-  ended(): void;
+  ended(state: StoppedState): void;
   /** A checkpoint or `emit` threw: the run is over (the error goes on to the reader). */
   failed(error: unknown): void;
 }
 
 export const CONTINUE: Next = { type: "continue" };
 
-export function circuitBreaker(state: RunState): Next {
+export function circuitBreaker(state: RunState): Stop {
   return {
     type: "stop",
     stopReason: "circuit_breaker",

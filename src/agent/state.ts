@@ -1,18 +1,31 @@
 import { AgentloopError } from "../core/errors.js";
-import type { PendingApproval, StopOutcome, StopReason } from "../core/events.js";
+import type { PendingApproval, StopOutcome } from "../core/events.js";
 import {
   type AssistantMessage,
   emptyUsage,
   type Message,
   type ToolCall,
   type ToolMessage,
+  type UserMessage,
 } from "../core/messages.js";
 import { echoed } from "../core/redact.js";
-import { RUN_STATE_VERSION, type RunState } from "../core/run-state.js";
+import {
+  type AwaitingAnswerState,
+  type AwaitingApprovalState,
+  type FinalStopReason,
+  RUN_STATE_VERSION,
+  type RunState,
+  type StoppedState,
+} from "../core/run-state.js";
+import { askQuestion } from "../tools/builtin/loop-breaking.js";
 import { repairReply } from "./repair.js";
 
-export type { GuardState, PendingCalls, RunState, RunStatus } from "../core/run-state.js";
-export { RUN_STATE_VERSION } from "../core/run-state.js";
+export type {
+  AwaitingApprovalState,
+  FinalStopReason,
+  RunState,
+  StoppedState,
+} from "../core/run-state.js";
 
 /**
  * A fresh state for a run by the model `model` after `history` (not modified), its `input` appended
@@ -127,25 +140,114 @@ export function waitingApprovals(
     .map((call) => ({ id: call.id, name: call.name, arguments: parseArguments(call.arguments) }));
 }
 
-/** The calls a run waiting for approvals waits on (`turn_complete.pendingApprovals`); undefined unless it waits for some. */
-export function pendingApprovals(state: RunState): PendingApproval[] | undefined {
-  return state.status === "awaiting_approval"
-    ? waitingApprovals(state, (call) => call.name !== "ask_question")
-    : undefined;
+/**
+ * Whether a call is one of `ask_question`, the built-in tool whose result is the person's answer:
+ * the run waits for it rather than for an approval (the one place its name is compared).
+ */
+export function isQuestion(call: { name: string }): boolean {
+  return call.name === askQuestion.name;
+}
+
+/** The calls a run waiting for approvals waits on (`turn_complete.pendingApprovals`). */
+export function pendingApprovals(state: AwaitingApprovalState): PendingApproval[] {
+  return waitingApprovals(state, (call) => !isQuestion(call));
 }
 
 /** How a stopped run stopped: its reason, with the calls it waits on when it waits for approvals. */
-export function stopOutcome(state: RunState): StopOutcome {
-  const approvals = pendingApprovals(state);
-  if (approvals) return { stopReason: "approval_required", pendingApprovals: approvals };
-  return { stopReason: state.stopReason as Exclude<StopReason, "approval_required"> };
+export function stopOutcome(state: StoppedState): StopOutcome {
+  if (state.status === "awaiting_approval")
+    return { stopReason: state.stopReason, pendingApprovals: pendingApprovals(state) };
+  return { stopReason: state.stopReason };
+}
+
+/**
+ * The run stops (`completed`, its open calls closed, `error` when it stopped on one) or waits for a
+ * person (`approval` or `answer`, its pending calls kept).
+ */
+export function conclude(
+  state: RunState,
+  end: { stopReason: FinalStopReason; error?: { message: string; code: string } } | "approval" | "answer",
+): asserts state is StoppedState {
+  const s = state;
+  if (end === "approval") {
+    s.status = "awaiting_approval";
+    s.stopReason = "approval_required";
+  } else if (end === "answer") {
+    s.status = "awaiting_answer";
+    s.stopReason = "ask_question";
+  } else {
+    s.status = "completed";
+    s.stopReason = end.stopReason;
+    closePending(s);
+    if (end.error) s.error = end.error;
+  }
+}
+
+/**
+ * A waiting or interrupted run goes on: `running` again, with the model that now runs it. The
+ * answer of a run that waits for one becomes the result of its `ask_question` call.
+ */
+export function reopen(state: RunState, model: string | undefined, answer: string | undefined): void {
+  if (state.status === "awaiting_answer" && answer !== undefined) answerQuestion(state, answer);
+  const s = state;
+  s.status = "running";
+  s.stopReason = undefined;
+  s.error = undefined;
+  s.model = model;
+}
+
+function answerQuestion(state: AwaitingAnswerState, answer: string): void {
+  const done = answeredCalls(state);
+  const call = pendingCalls(state).find((c) => isQuestion(c) && !done.has(c.id));
+  if (call)
+    state.messages.push({
+      role: "tool",
+      toolCallId: call.id,
+      name: call.name,
+      content: answer,
+      isError: false,
+    });
+}
+
+/**
+ * A fresh state after `history`, with `input` appended. A history that ends with calls left open
+ * (a run that waited): the input answers an `ask_question` among them, and the others are closed
+ * as not run; with a question answered the run goes on from those calls, else the input follows.
+ */
+export function afterHistory(
+  runId: string,
+  history: readonly Message[],
+  input: UserMessage,
+  sessionId: string | undefined,
+  model: string | undefined,
+): RunState {
+  let last = history.length - 1;
+  while (history[last]?.role === "tool") last--;
+  const reply = history[last];
+  const waits = reply?.role === "assistant" && reply.toolCalls?.length;
+  // The input goes in with the history (an array of the right size) unless calls are closed first.
+  const state = newRunState(runId, history, sessionId, waits ? undefined : input, model);
+  if (reply?.role !== "assistant" || !reply.toolCalls?.length) return state;
+  state.pending = { assistant: last, decisions: [], breaking: [] };
+  const done = answeredCalls(state);
+  const open = reply.toolCalls.filter((call) => !done.has(call.id));
+  const question = open.find(isQuestion);
+  for (const call of open) {
+    const content = call === question ? input.content : "This call was not run.";
+    state.messages.push({ role: "tool", toolCallId: call.id, name: call.name, content, isError: !question });
+  }
+  if (question) return state;
+  sortResults(state);
+  state.pending = undefined; // not `delete`: the state keeps one shape (V8 slows objects that lose properties)
+  state.messages.push(input);
+  return state;
 }
 
 /**
  * A run that stops with calls still open (aborted, or stopped mid-reply) gives each an error
  * result, so the conversation stays valid to continue: every call has its result.
  */
-export function closePending(state: RunState): void {
+function closePending(state: RunState): void {
   if (!state.pending) return;
   const done = answeredCalls(state);
   for (const call of pendingCalls(state)) {
@@ -164,7 +266,7 @@ export function closePending(state: RunState): void {
 }
 
 /** Arguments for display and events: the parsed object, or `{}` when they are not one. */
-export function parseArguments(text: string): Record<string, unknown> {
+function parseArguments(text: string): Record<string, unknown> {
   try {
     const value: unknown = text.trim() === "" ? {} : JSON.parse(text);
     return typeof value === "object" && value !== null && !Array.isArray(value)
@@ -202,11 +304,11 @@ export function checkRunState(value: unknown): RunState {
  * @throws AgentloopError("invalid_state") naming the waiting calls, for an id that is not one.
  */
 export function recordDecisions(
-  state: RunState,
+  state: AwaitingApprovalState,
   approved: readonly string[] | "all" | undefined,
   denied: readonly string[] | "all" | undefined,
 ): void {
-  const waiting = waitingApprovals(state, (call) => call.name !== "ask_question");
+  const waiting = pendingApprovals(state);
   const ids = new Set(waiting.map((call) => call.id));
   const list = (given: readonly string[] | "all" | undefined) =>
     given === "all" ? [...ids] : [...(given ?? [])];
@@ -221,7 +323,7 @@ export function recordDecisions(
       );
     }
   }
-  const pending = state.pending as NonNullable<RunState["pending"]>;
+  const { pending } = state;
   const refused = new Set(deny);
   for (const id of approve) if (!refused.has(id)) pending.decisions.push({ id, approved: true });
   for (const id of deny) pending.decisions.push({ id, approved: false });

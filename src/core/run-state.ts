@@ -11,11 +11,51 @@ export const RUN_STATE_VERSION = 1;
 export type RunStatus = "running" | "awaiting_approval" | "awaiting_answer" | "completed";
 
 /**
- * A run as a plain, JSON-serialisable value. `advance()` moves it on by one iteration; store it
- * between iterations (or at any checkpoint) and `Agent.resume()` continues it, in this process
- * or another. Nothing in it is a class, a function or a cycle.
+ * A run as a plain, JSON-serialisable value, typed by its `status`: a waiting run has the calls
+ * it waits on (`pending`) and the reason it waits; a completed one its stop reason and no open
+ * calls. The loop (`runLoop`) changes it stage by stage; store it at any checkpoint and
+ * `Agent.resume()` continues it, in this process or another. Nothing in it is a class, a
+ * function or a cycle.
  */
-export interface RunState {
+export type RunState = RunningState | AwaitingApprovalState | AwaitingAnswerState | CompletedState;
+
+/** A run that has not stopped: `running`, or interrupted (its process died while it ran). */
+interface RunningState extends RunStateFields {
+  status: "running";
+  stopReason?: undefined;
+  /** The last reply's tool calls while some still lack a result. */
+  pending?: PendingCalls;
+}
+
+/** A run that waits for decisions on its pending calls that need approval. */
+export interface AwaitingApprovalState extends RunStateFields {
+  status: "awaiting_approval";
+  stopReason: "approval_required";
+  pending: PendingCalls;
+}
+
+/** A run that waits for the answer to its pending `ask_question` call. */
+export interface AwaitingAnswerState extends RunStateFields {
+  status: "awaiting_answer";
+  stopReason: "ask_question";
+  pending: PendingCalls;
+}
+
+/** A run that stopped for good: every call has its result. */
+interface CompletedState extends RunStateFields {
+  status: "completed";
+  stopReason: FinalStopReason;
+  pending?: undefined;
+}
+
+/** A run that stopped or waits: what `turn_complete` and a `RunResult` describe. */
+export type StoppedState = Exclude<RunState, RunningState>;
+
+/** Why a run stopped for good (not waiting). */
+export type FinalStopReason = Exclude<StopReason, "approval_required" | "ask_question">;
+
+/** What every run state has, whatever its `status` (its `stopReason` and `pending` depend on it). */
+interface RunStateFields {
   version: typeof RUN_STATE_VERSION;
   runId: string;
   sessionId?: string;
@@ -24,7 +64,6 @@ export interface RunState {
    * whoever resumes it can tell whether its own model is the one the run was started with.
    */
   model?: string;
-  status: RunStatus;
   /**
    * The whole conversation: earlier turns, this run's input, and every message since. The
    * results of the last reply's tool calls follow its assistant message in the order they
@@ -39,14 +78,10 @@ export interface RunState {
   /** The last assistant text (or the loop-breaking tool's result, or the question asked). */
   output: string;
   refusal?: string;
-  /** Set once the run has stopped (also when it waits: `ask_question`, `approval_required`). */
-  stopReason?: StopReason;
   error?: { message: string; code: string };
   guards: GuardState;
   /** Tools the person allowed for the rest of the run (`a` at the prompt). */
   allowedTools: string[];
-  /** The last reply's tool calls while some still lack a result. */
-  pending?: PendingCalls;
   /**
    * The JSON Schema the answer must match (the agent's `outputSchema`), kept so a run resumed by an
    * agent given no schema (e.g. `agentloop run --session <id> --approve all`) still validates it.

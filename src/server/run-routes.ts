@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { RunHandle } from "../agent/handle.js";
-import { checkRunState, inCallOrder, type RunState, waitingApprovals } from "../agent/state.js";
+import { checkRunState, inCallOrder, pendingApprovals, type RunState } from "../agent/state.js";
 import { AgentloopError } from "../core/errors.js";
 import type { PendingApproval } from "../core/events.js";
 import { echoed } from "../core/redact.js";
@@ -219,7 +219,7 @@ export async function getRun(c: Context<ServerEnv>, deps: EndpointDeps): Promise
     status,
     ...(state.stopReason !== undefined && { stopReason: state.stopReason }),
     ...(state.status === "awaiting_approval" && {
-      pendingApprovals: waitingApprovals(state, (call) => call.name !== "ask_question"),
+      pendingApprovals: pendingApprovals(state),
     }),
     output: state.output,
     iterations: state.iteration,

@@ -27,6 +27,30 @@ export interface ScriptedModelOptions {
   id?: string;
   /** Characters per streamed delta. Default 8. */
   chunkSize?: number;
+  /**
+   * Steps of a list script may be left unused. By default they may not: a test that ends with
+   * steps its run never asked for fails (this repository's tests check `takeUnusedScripts`
+   * after each test), as openai-agents-js's fake model does, so a script says exactly what
+   * the run does.
+   */
+  allowUnused?: boolean;
+}
+
+/** List scripts with steps not yet used (models made with `allowUnused` are not listed). */
+const unfinished = new Set<{ describe(): string | undefined }>();
+
+/**
+ * What list scripts made since the last call still have unused steps, one line each (empty when
+ * none), and forgets them all: a test runner calls it after each test and fails the test for any.
+ */
+export function takeUnusedScripts(): string[] {
+  const lines: string[] = [];
+  for (const script of unfinished) {
+    const line = script.describe();
+    if (line) lines.push(line);
+  }
+  unfinished.clear();
+  return lines;
 }
 
 /** A deterministic model for tests: replies from a list or a function, and a record of every request. */
@@ -38,9 +62,9 @@ export interface ScriptedModel extends Model {
 }
 
 /**
- * A model that replies from a script. With a list, the n-th call gets the n-th step and a
- * call past the end fails the run with code "script_exhausted"; with a function, the
- * function decides. Honours the abort signal between deltas.
+ * A model that replies from a script. With a list, the n-th call gets the n-th step, a call past
+ * the end fails the run with code "script_exhausted", and steps left unused fail the test (see
+ * `allowUnused`); with a function, the function decides. Honours the abort signal between deltas.
  */
 export function scriptedModel(
   script: readonly ScriptedStep[] | ScriptedResponder,
@@ -49,8 +73,19 @@ export function scriptedModel(
   const requests: ModelRequest[] = [];
   const chunkSize = Math.max(1, options.chunkSize ?? 8);
   let nextIndex = 0;
+  const id = options.id ?? "scripted";
+  const watch =
+    typeof script !== "function" && script.length > 0 && options.allowUnused !== true
+      ? {
+          describe: () =>
+            nextIndex < script.length
+              ? `scripted model '${id}': ${script.length - nextIndex} of ${script.length} steps were never used (the run ended before them): remove them, or pass { allowUnused: true }.`
+              : undefined,
+        }
+      : undefined;
+  if (watch) unfinished.add(watch);
   return {
-    id: options.id ?? "scripted",
+    id,
     requests,
     get remaining() {
       return typeof script === "function" ? 0 : Math.max(0, script.length - nextIndex);
@@ -60,6 +95,7 @@ export function scriptedModel(
       { signal }: { signal?: AbortSignal } = {},
     ): AsyncGenerator<ModelEvent> {
       const callIndex = nextIndex++;
+      if (watch && nextIndex >= script.length) unfinished.delete(watch);
       // History is append-only within a run: remember its length and slice on read, so recording stays O(1).
       const { messages } = request;
       const length = messages.length;

@@ -17,7 +17,7 @@ const taskCompletion: Tool = lazyTool({
 });
 
 /** Ends the run with stop reason `ask_question`; the run waits for the user's answer. */
-const askQuestion: Tool = lazyTool({
+export const askQuestion: Tool = lazyTool({
   name: "ask_question",
   description:
     "Ask the user a question when you need information only they can give. The run waits for the answer.",
