@@ -1,7 +1,7 @@
-// For every missed target of BENCHMARKS.md: a profile taken now, on this machine, and what would
-// close the distance. The profiles: CPU self time by function (`node --cpu-prof`, summarised by
-// bench/loop-profile.ts --summarise) or, for the per-session heap, a heap snapshot diff by type
-// (bench/concurrency-sessions.ts --snapshot).
+// For every missed target of BENCHMARKS.md: a profile taken now, on this machine: CPU self time by
+// function (`node --cpu-prof`, summarised by bench/loop-profile.ts --summarise) or, for the
+// per-session heap, a heap snapshot diff by type (bench/concurrency-sessions.ts --snapshot). The
+// analysis of what would close each distance is a dated note in docs/notes/, not text in the benchmark.
 
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -147,163 +147,72 @@ async function sqliteProfile(quick: boolean): Promise<string> {
   }
 }
 
-interface Note {
-  /** How to take the profile; undefined: none. */
-  profile?: (quick: boolean) => string | Promise<string>;
-  /** What the profile shows and what would close the distance. */
-  why: string;
-}
-
-const NOTES: Record<string, Note> = {
-  "in-process non-streaming": {
-    profile: (quick) => inProcessProfile(false, quick),
-    why: `What the issue listed is gone: no timer, AbortController or listener per tool call (one timer
-per timeout length, one listener per run only when the caller passed a signal), one generator for the
-whole run, two clock readings per iteration, the repetition guard's signature kept, no event objects
-for a run nobody listens to. Per iteration the loop still does what the floor does not: it keeps the
-run as a value (a step record per iteration, usage added up, the pending calls), checks the guards and
-the budget, fits the history to the context window (an upper bound counted incrementally), and
-prepares each call (depth check, JSON, zod) into a record the tool, the events and the checkpoint
-share. The garbage collector's share is the rest: each iteration allocates about 3.1 KB where the
-floor allocates 2.7 KB, and keeps more of it (the step records). What would close the rest: the step
-record and the pending calls folded into the messages they describe, and the request object reused
-from one iteration to the next.`,
-  },
-  "in-process streaming": {
-    profile: (quick) => inProcessProfile(true, quick),
-    why: `Streamed, each iteration hands its reader five events (iteration_start, message_delta,
-message, tool_call, tool_result: SPEC section 3) where the floor hands out two, and each costs a
-resumption of the run's generator and a promise for the reader's \`await\` (\`runLoop\` and the
-handle's \`next\` in the profile). Serving the events that follow one another with nothing in between
-(a reply's \`message\` and its \`tool_call\`s) from one resumption would take most of the difference;
-at N = 10,000 the run's history, kept whole, also makes the old generation's collections longer.`,
-  },
-  http: {
-    profile: (quick) => httpProfile(quick),
-    why: `The profile is of agentloop's runs alone in this process (the upstream in a child): agentloop's
-own code is the first line's share of the samples, its self time; the rest is the official client's
-work, which the floor does alike (serialising the body, writing it, its headers, the SSE parser, the
-response body cancelled after \`[DONE]\`, a DOMException each time: the SDK's, for the floor too), and
-the garbage collector. The adapter keeps each history's wire messages and extends them, reads the
-SDK's stream with one generator and leaves the connection alone when the response was read to its
-end; what agentloop adds per request is the loop's iteration (the in-process rows) run among the
-client's work, where its code is less warm than in a tight loop. The ratio's rounds vary by more than
-the 5% at stake on this 2-core machine, where the upstream and the client share the cores: the share
-of agentloop's own code is the steadier figure of the two.`,
-  },
-  "concurrency throughput": {
-    profile: (quick) =>
-      cpuProfile(
-        [
+/** How to profile each target that has a profile, by its key in bench/targets.ts. */
+const PROFILES: Record<string, (quick: boolean) => string | Promise<string>> = {
+  "in-process non-streaming": (quick) => inProcessProfile(false, quick),
+  "in-process streaming": (quick) => inProcessProfile(true, quick),
+  http: (quick) => httpProfile(quick),
+  "concurrency throughput": (quick) =>
+    cpuProfile(
+      [
+        "--expose-gc",
+        script("./concurrency-sessions.ts"),
+        quick ? "1000" : "10000",
+        quick ? "1" : "2",
+        "--only",
+        "agentloop",
+        "--json",
+      ],
+      18,
+    ),
+  "concurrency heap": () =>
+    ["agentloop", "hand-written generator loop"]
+      .map((kind) =>
+        child([
           "--expose-gc",
           script("./concurrency-sessions.ts"),
-          quick ? "1000" : "10000",
-          quick ? "1" : "2",
+          "1000",
+          "1",
+          "--snapshot",
+          "--shapes",
           "--only",
-          "agentloop",
-          "--json",
-        ],
-        18,
-      ),
-    why: `With 10,000 runs parked on a 50 ms model, a third of the CPU is the garbage collector: every
-run allocates about 9.6 KB from its start to its end where the floor allocates 5.4 KB, and keeps
-4.2 KB alive while it waits (the heap row), so each scavenge copies more survivors and the old
-generation fills sooner. The generator is not the cause: the callback-driven prototype (see the heap
-note) ran 0.55 of the floor's runs per second against 0.56 for the generator in the same measurement.
-What would close it is allocating and keeping less per run: the same changes as for the heap, and
-per iteration the step record and the pending calls' arrays made only when needed.`,
-  },
-  "concurrency heap": {
-    profile: () =>
-      ["agentloop", "hand-written generator loop"]
-        .map((kind) =>
-          child([
-            "--expose-gc",
-            script("./concurrency-sessions.ts"),
-            "1000",
-            "1",
-            "--snapshot",
-            "--shapes",
-            "--only",
-            kind,
-          ])
-            .trim()
-            .split("\n")
-            .filter((line) => /:|^\s*-?\d+ B/.test(line))
-            .slice(0, 22)
-            .join("\n"),
-        )
-        .join("\n\n"),
-    why: `The snapshot diffs above name what a parked run holds, objects by their properties and the
-rest by what holds them. The hand-written loop written as a generator (second diff) holds 2.8 KB, of
-which about 2.6 KB is the machinery of a loop suspended on a model's async generator: the frames'
-registers, the generator objects, and the promises, closures and contexts of the pending awaits.
-That machinery is not what agentloop could save: a prototype that drives a run nobody listens to with
-promise callbacks instead of its generator (branch cb-experiment, not merged) held 4,066 bytes per
-parked run against 4,155, and ran as many runs per second. The other 1.3 KB is the run's data: its
-loop object (the agent's options, tool specs, prompt and limits copied per run, the signal, the
-memo: about 190 bytes), the run state with its usage, steps, guards and allowed tools (about 450),
-the context memo's two objects (160), the run's AbortController (about 110), the handle and its sink
-(about 150), the run id. Under 3 KB would take a third of that: what an agent's runs share held once
-and pointed to, the memo's two objects made one, the guard state made when a guard first counts (a
-change of the stored state's shape), the AbortController made only when something reads the signal.`,
-  },
-  "concurrency rss": {
-    why: `The process's RSS is the live heap of the parked runs (about the per-session heap above times
-the number of runs) plus the room V8 sizes its heap with (free pages kept for reuse, as in "Server under
-load"). Bringing the per-session heap under 3 KB halves the first part; capping V8's heap
-(\`--max-old-space-size\`, \`--max-semi-space-size\`) bounds the second.`,
-  },
-  "sqlite checkpoint": {
-    profile: (quick) => sqliteProfile(quick),
-    why: `A checkpoint is one SQLite transaction of three statements (the session row's update, guarded
-by its holder; the message insert; the run upsert) after the JSON encoding of the message and the run
-state. In the profile nearly all of it is \`exec\`: the transaction's BEGIN and COMMIT, i.e. SQLite
-appending the changed pages to the WAL; the statements and the encoding are a few per cent. The median
-sits at the target and a loaded machine moves it either side; fewer pages changed per checkpoint (a
-smaller run state, the session row not rewritten by every checkpoint) would give it room.`,
-  },
-  "cold help": {
-    profile: () => cpuProfile([BIN, "--help"], 12),
-    why: `\`--help\` already loads only commander and the CLI's entry module (commands import their
-implementation when they run, and Node's compile cache is on); what remains above \`node -e 0\` is
-loading and compiling those modules and commander building the help text (the profile). Bundling the
-CLI entry and commander into one file, or a hand-written \`--help\` that prints a static text before
-loading commander, would close it.`,
-  },
-  "cold first request": {
-    profile: () => coldRunProfile(),
-    why: `Measured from the spawn, so Node.js's own start counts: on this machine \`node -e 0\` takes
-about 80 ms and a bare \`node -e "fetch(...)"\` reaches the upstream after about 140 ms, so 150 ms
-from the spawn is out of anyone's reach here; what agentloop adds is the difference to that fetch.
-The CLI ships as one esbuild bundle (scripts/bundle-cli.mjs) with Node's compile cache on, which took
-about 90 ms off (one file to read instead of the openai SDK's 200-odd modules). In the profile (spawn
-to exit, by file; bundle chunks named by the modules they hold) Node's own bootstrap and undici, which
-the bare fetch pays too, come first; of the bundle, the chunk with the openai SDK costs the most (its
-module defines a class for every resource of the API when it loads), agentloop's own modules and
-commander less. What would close it: a client that loads only the chat completions resource (the SDK
-offers none), or the CLI's own HTTP and SSE path for its first request, which this project leaves to
-the SDK on purpose.`,
-  },
+          kind,
+        ])
+          .trim()
+          .split("\n")
+          .filter((line) => /:|^\s*-?\d+ B/.test(line))
+          .slice(0, 22)
+          .join("\n"),
+      )
+      .join("\n\n"),
+  "sqlite checkpoint": (quick) => sqliteProfile(quick),
+  "cold help": () => cpuProfile([BIN, "--help"], 12),
+  "cold first request": () => coldRunProfile(),
 };
 
-/** The closing notes of every missed target that has one, with its profile. */
+/**
+ * Where the analysis of the missed targets is: a dated note written from the profiles of one run
+ * (numbers move with every change; the reasoning is of its day, and lives apart from the code).
+ */
+const ANALYSIS = "docs/notes/2026-11-26-missed-targets.md";
+
+/** A profile, taken now, of every missed target that has one, and where the analysis is. */
 export async function missedNotes(targets: TargetResult[], quick: boolean): Promise<string> {
-  const missed = targets.filter((t) => !t.met && t.key && NOTES[t.key]);
+  const missed = targets.filter((t) => !t.met);
   if (missed.length === 0) return "Every target above is met.";
   const parts: string[] = [];
   for (const t of missed) {
-    const note = NOTES[t.key as string] as Note;
+    const take = t.key ? PROFILES[t.key] : undefined;
     let profile = "";
-    if (note.profile) {
+    if (take) {
       try {
-        profile = `\n\n\`\`\`\n${await note.profile(quick)}\n\`\`\``;
+        profile = `\n\n\`\`\`\n${await take(quick)}\n\`\`\``;
       } catch (error) {
         profile = `\n\n(profile failed: ${(error as Error).message.split("\n")[0]})`;
       }
     }
-    parts.push(`### Missed: ${t.target}\n\nMeasured ${t.result}.${profile}\n\n${note.why}`);
+    parts.push(`### Missed: ${t.target}\n\nMeasured ${t.result}.${profile}`);
   }
-  return `## Missed targets: why, and what would close them\n\nEach profile was taken in this run: CPU self time by function, share of the samples, module loading
-and idle time left out.\n\n${parts.join("\n\n")}`;
+  return `## Missed targets: profiles\n\nEach profile was taken in this run: CPU self time by function, share of the samples, module loading
+and idle time left out. Why each target is missed and what would close it: [a dated note](${ANALYSIS}).\n\n${parts.join("\n\n")}`;
 }
