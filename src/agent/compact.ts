@@ -65,7 +65,9 @@ export async function compactRun(
   const limit = counts.threshold(run.contextMemo, compaction.at);
   const cut = cause === "overflow" ? newestTurn(history) : recentCut(history, counts, limit, system, tools);
   const plan = planAt(history, cut);
-  if (!plan) return undefined;
+  // A span smaller than a summary is not worth one (pruning does better); an overflow tries anyway.
+  if (!plan || (cause === "threshold" && spanTokens(history, plan, counts) <= summaryTokens(limit)))
+    return undefined;
   const before = tokensBefore >= 0 ? tokensBefore : counts.count(history, system, tools);
   const done = await summaryOf(history, plan, compaction, counts, limit, run.signal);
   if (done.usage) addUsage(state.usage, done.usage);
@@ -82,14 +84,25 @@ export async function compactRun(
     plan,
     summaryMessage(done.text, plan.replaced, history.length - plan.cut),
   );
+  const after = counts.count(messages, system, tools);
+  // A summary longer than what it replaces is dropped (its usage stays counted): pruning does better.
+  if (after >= before) return undefined;
   state.messages = messages;
   return {
     type: "compaction",
     summarizedMessages: plan.replaced,
     tokensBefore: before,
-    tokensAfter: counts.count(messages, system, tools),
+    tokensAfter: after,
     usage: done.usage ?? { inputTokens: 0, outputTokens: 0 },
   };
+}
+
+/** The tokens of the messages the plan replaces. */
+function spanTokens(history: readonly Message[], plan: CompactionPlan, counts: CompactionCounts): number {
+  let total = 0;
+  for (let i = 0; i < plan.cut; i++)
+    if (i !== plan.keep) total += counts.counter.countMessage(history[i] as Message);
+  return total;
 }
 
 /** Tokens a summary may take: a tenth of the threshold, between 200 and 2,000. */

@@ -28,7 +28,7 @@ import {
 } from "./session-run.js";
 
 const HELP =
-  "Commands: /reset (new conversation), /tools (list tools), /resume (continue an interrupted run), /exit (or Ctrl+D). Ctrl+C stops the answer.";
+  "Commands: /reset (new conversation), /compact (summarise all but the latest exchange), /tools (list tools), /resume (continue an interrupted run), /exit (or Ctrl+D). Ctrl+C stops the answer.";
 
 /**
  * `agentloop chat`: a multi-turn conversation in the terminal. Answers stream as they are
@@ -282,6 +282,8 @@ async function converse(live: Live, chat: Conversation): Promise<void> {
         allowed.clear();
         write(dim("New conversation.\n"));
       }
+    } else if (line === "/compact") {
+      await compactNow();
     } else if (line === "/tools") {
       for (const tool of agent.tools) write(`${tool.name}  ${dim(tool.description)}\n`);
     } else if (line === "/resume") {
@@ -295,6 +297,34 @@ async function converse(live: Live, chat: Conversation): Promise<void> {
       await planned(() => planRun({ id: session.id, lastRun: state }, { prompt: line, canDecide }));
     } else {
       await runPlan({ type: "new", prompt: line });
+    }
+  }
+
+  /** `/compact`: everything before the latest exchange becomes one summary (stored with a session). */
+  async function compactNow(): Promise<void> {
+    if (last && last.status !== "completed") {
+      write(dim("(the last run has not finished: answer it or /resume it, then /compact)\n"));
+      return;
+    }
+    const stopping = new AbortController();
+    live.turn = stopping;
+    try {
+      const done = await agent.compact(history, { signal: stopping.signal });
+      if (done.status === "nothing_to_compact")
+        write(dim("Nothing to compact: the conversation has nothing before its latest exchange.\n"));
+      else if (done.status === "failed")
+        write(dim(`(compaction failed: ${done.error}; the conversation is unchanged)\n`));
+      else {
+        if (session) await session.compacted(done.messages);
+        history = done.messages;
+        write(
+          dim(
+            `Compacted ${done.summarizedMessages} messages into one summary (${done.tokensBefore} → ${done.tokensAfter} tokens).\n`,
+          ),
+        );
+      }
+    } finally {
+      live.turn = undefined;
     }
   }
 

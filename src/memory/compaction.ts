@@ -20,7 +20,7 @@ export interface CompactionOptions {
   model?: Model;
 }
 
-export const DEFAULT_COMPACTION_AT = 0.8;
+const DEFAULT_COMPACTION_AT = 0.8;
 
 /**
  * `at` checked: a number in (0, 1], or the default.
