@@ -4,7 +4,7 @@ import { newRunId } from "../core/ids.js";
 import { DEFAULT_MAX_MEDIA_BYTES, userMessage } from "../core/media.js";
 import type { Message, UserInput } from "../core/messages.js";
 import { environmentSecrets, type Redactor, secretRedactor } from "../core/redact.js";
-import { type CompactionOptions, compactionAt } from "../memory/compaction.js";
+import type { CompactionOptions } from "../memory/compaction.js";
 import {
   type ContextManager,
   type ContextTransform,
@@ -17,7 +17,7 @@ import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricin
 import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
-import { type CompactResult, compactMessages, type LoopCompaction } from "./compact.js";
+import { type CompactResult, compactMessages, type LoopCompaction, loopCompaction } from "./compact.js";
 import { DEFAULTS } from "./defaults.js";
 import { RunHandle } from "./handle.js";
 import { repairedHistory } from "./repair.js";
@@ -424,25 +424,6 @@ function joinInstructions(agent: string | undefined, run: string | undefined): s
 
 // biome-ignore lint/suspicious/noExplicitAny: any output type; its readers use only `text`
 export type AnyAgent = Agent<any>;
-
-/** The loop's compaction from `options.compaction`; undefined when it is off. */
-function loopCompaction(
-  options: AgentOptions<OutputSchema | undefined>,
-  context: LoopContext,
-  price: ModelPrice | undefined,
-): LoopCompaction | undefined {
-  const { compaction } = options;
-  if (compaction === undefined) return undefined;
-  const at = compactionAt(compaction.at);
-  if (!context.compaction) {
-    throw new AgentloopError(
-      "invalid_option",
-      "compaction needs the built-in pruning: drop the context function (or pass contextManager({ ... }) as context).",
-    );
-  }
-  const model = compaction.model ?? options.model;
-  return { at, model, price: model === options.model ? price : resolvePrice(model, options.prices) };
-}
 
 /** The loop's context from `options.context`, which the built-in pruning's options cannot go with. */
 function ownContext(options: AgentOptions<OutputSchema | undefined>): LoopContext {

@@ -4,12 +4,15 @@
  * one model call. Per run: it reads and changes only the run's state; `runLoop` stores the result
  * as a checkpoint before the next model call and hands out the event.
  */
+import { AgentloopError } from "../core/errors.js";
 import type { AgentEventBody } from "../core/events.js";
 import { addUsage, type Message, type Usage } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
 import {
   applyPlan,
+  type CompactionOptions,
   type CompactionPlan,
+  compactionAt,
   latestUser,
   newestTurn,
   planAt,
@@ -17,8 +20,9 @@ import {
   summaryMessage,
 } from "../memory/compaction.js";
 import { type CompactionCounts, type LoopContext, loopContext, newContextMemo } from "../memory/prune.js";
+import { truncateToTokens } from "../memory/tokens.js";
 import type { Model, ToolSpec } from "../models/adapter.js";
-import { costOf, type ModelPrice } from "../models/pricing.js";
+import { costOf, type ModelPrice, type PriceTable, resolvePrice } from "../models/pricing.js";
 import type { Run } from "./run.js";
 
 /** Compaction as a run's loop has it (`LoopOptions.compaction`). */
@@ -153,6 +157,8 @@ async function summaryOf(
     signal,
   );
   if (done.usage && compaction.price) done.usage.costUsd = costOf(done.usage, compaction.price);
+  // A model that writes more than asked is cut (with a marker): the summary must leave room.
+  if (done.error === undefined) done.text = truncateToTokens(done.text, 2 * tokens, counts.counter);
   return done;
 }
 
@@ -199,4 +205,23 @@ export async function compactMessages(
     tokensAfter: counts.count(compacted, system, tools),
     usage: done.usage ?? { inputTokens: 0, outputTokens: 0 },
   };
+}
+
+/** The loop's compaction from `options.compaction`; undefined when it is off. */
+export function loopCompaction(
+  options: { model: Model; compaction?: CompactionOptions | undefined; prices?: PriceTable | undefined },
+  context: LoopContext,
+  price: ModelPrice | undefined,
+): LoopCompaction | undefined {
+  const { compaction } = options;
+  if (compaction === undefined) return undefined;
+  const at = compactionAt(compaction.at);
+  if (!context.compaction) {
+    throw new AgentloopError(
+      "invalid_option",
+      "compaction needs the built-in pruning: drop the context function (or pass contextManager({ ... }) as context).",
+    );
+  }
+  const model = compaction.model ?? options.model;
+  return { at, model, price: model === options.model ? price : resolvePrice(model, options.prices) };
 }

@@ -6,6 +6,7 @@ import { AgentloopError } from "../core/errors.js";
 import type { RunResult } from "../core/events.js";
 import type { Message } from "../core/messages.js";
 import { terminalApprover } from "./approval.js";
+import { compactChat } from "./chat-compact.js";
 import { expandPrompt, parsePromptLine, promptUsage } from "./chat-prompts.js";
 import { renderTurn } from "./chat-turn.js";
 import { type LoadedTools, settingsFrom, setupAgent } from "./compose.js";
@@ -300,29 +301,12 @@ async function converse(live: Live, chat: Conversation): Promise<void> {
     }
   }
 
-  /** `/compact`: everything before the latest exchange becomes one summary (stored with a session). */
   async function compactNow(): Promise<void> {
-    if (last && last.status !== "completed") {
-      write(dim("(the last run has not finished: answer it or /resume it, then /compact)\n"));
-      return;
-    }
     const stopping = new AbortController();
     live.turn = stopping;
     try {
-      const done = await agent.compact(history, { signal: stopping.signal });
-      if (done.status === "nothing_to_compact")
-        write(dim("Nothing to compact: the conversation has nothing before its latest exchange.\n"));
-      else if (done.status === "failed")
-        write(dim(`(compaction failed: ${done.error}; the conversation is unchanged)\n`));
-      else {
-        if (session) await session.compacted(done.messages);
-        history = done.messages;
-        write(
-          dim(
-            `Compacted ${done.summarizedMessages} messages into one summary (${done.tokensBefore} → ${done.tokensAfter} tokens).\n`,
-          ),
-        );
-      }
+      const chat = { last, session, signal: stopping.signal };
+      history = await compactChat(agent, history, chat, (line) => write(`${dim(line)}\n`));
     } finally {
       live.turn = undefined;
     }
