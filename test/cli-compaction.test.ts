@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Message } from "../src/core/messages.js";
+import { startFakeAnthropicServer } from "../src/testing/fake-anthropic-server.js";
 import type { FakeRequest, FakeResponse } from "../src/testing/fake-openai-server.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { CLI, runCli } from "./helpers.js";
@@ -252,6 +253,46 @@ describe("agentloop run --compact", () => {
     expect(lines[0]).toMatch(
       /^agentloop: model_error: The prompt exceeds the model's context window \(HTTP 400\).*--compact/,
     );
+  });
+
+  it('compacts and retries once when Anthropic answers 400 "prompt is too long"', async () => {
+    const dir = mkdtempSync(join(root, "a-"));
+    let refused = false;
+    let step = 0;
+    const summaryOf = (body: { system?: unknown }) =>
+      JSON.stringify(body.system ?? "").includes("You compact");
+    const anthropic = await startFakeAnthropicServer({
+      respond: (request) => {
+        if (summaryOf(request.body as { system?: unknown })) return { text: SUMMARY };
+        if (step === 4 && !refused) {
+          refused = true;
+          const body = JSON.stringify({
+            type: "error",
+            error: {
+              type: "invalid_request_error",
+              message: "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+          });
+          return { status: 400, body };
+        }
+        step++;
+        if (step > 4) return { text: "All sums done." };
+        return { text: narration(step), toolCalls: [{ name: "calculator", input: { expression: `${step}+1` } }] };
+      },
+    });
+    try {
+      const env = { ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-test" };
+      const run = await runCli(["run", "--provider", "anthropic", "--json", "--compact", "Compute."], {
+        cwd: dir,
+        env,
+      });
+      expect(run.code).toBe(0);
+      const all = events(run.stdout);
+      expect(all.filter((e) => e.type === "compaction")).toHaveLength(1);
+      expect(all.at(-1)).toMatchObject({ stopReason: "final_answer", output: "All sums done." });
+    } finally {
+      await anthropic.close();
+    }
   });
 
   it("goes on with pruning and one warning when the provider rejects compaction.model", async () => {
