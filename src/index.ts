@@ -1,4 +1,4 @@
-export type { AgentOptions, AnyAgent, ResumeOptions, RunOptions } from "./agent/agent.js";
+export type { AgentOptions, AnyAgent, CompactResult, ResumeOptions, RunOptions } from "./agent/agent.js";
 export { Agent, DEFAULTS } from "./agent/agent.js";
 export { RunHandle } from "./agent/handle.js";
 export type { OutputOf, OutputSchema } from "./agent/output.js";
@@ -32,6 +32,7 @@ export type {
 } from "./core/messages.js";
 export type { GuardState, PendingCalls, RunState, RunStatus } from "./core/run-state.js";
 export { RUN_STATE_VERSION } from "./core/run-state.js";
+export type { CompactionOptions } from "./memory/compaction.js";
 export type { ContextManager, ContextOptions, ContextTransform } from "./memory/prune.js";
 export { contextManager } from "./memory/prune.js";
 export type { TokenCounter } from "./memory/tokens.js";

@@ -105,6 +105,8 @@ const ENTRY_POINTS: Record<string, { values: string[]; types: string[] }> = {
       "ApprovalDecision",
       "AssistantMessage",
       "Budget",
+      "CompactResult",
+      "CompactionOptions",
       "ContextManager",
       "ContextOptions",
       "ContextTransform",

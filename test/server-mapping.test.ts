@@ -97,6 +97,30 @@ describe("ChunkMapper", () => {
     expect(budget.chunks.at(-1)?.choices[0]?.finish_reason).toBe("length");
   });
 
+  it("sends a compaction as it happens, in the agentloop field", () => {
+    const compaction: AgentEventBody = {
+      type: "compaction",
+      summarizedMessages: 6,
+      tokensBefore: 900,
+      tokensAfter: 300,
+      usage: { inputTokens: 800, outputTokens: 60 },
+    };
+    const run = mapRun(
+      [...toolIteration, compaction, { type: "message_delta", text: "x" }],
+      result("final_answer", "x"),
+    );
+    expect(run.events).toEqual([
+      "text",
+      "text",
+      "tool_call",
+      "tool_result",
+      "compaction",
+      "text",
+      "turn_complete",
+    ]);
+    expect(run.chunks[4]?.agentloop).toMatchObject({ ...compaction, runId: "run_1" });
+  });
+
   it("streams thinking as reasoning_content", () => {
     const run = mapRun(
       [

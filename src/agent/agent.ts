@@ -2,8 +2,9 @@ import { AgentloopError } from "../core/errors.js";
 import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
 import { newRunId } from "../core/ids.js";
 import { DEFAULT_MAX_MEDIA_BYTES, userMessage } from "../core/media.js";
-import type { UserInput } from "../core/messages.js";
+import type { Message, UserInput } from "../core/messages.js";
 import { environmentSecrets, type Redactor, secretRedactor } from "../core/redact.js";
+import type { CompactionOptions } from "../memory/compaction.js";
 import {
   type ContextManager,
   type ContextTransform,
@@ -11,16 +12,18 @@ import {
   loopContext,
   loopContextOf,
 } from "../memory/prune.js";
-import type { Model } from "../models/adapter.js";
+import type { Model, ToolSpec } from "../models/adapter.js";
 import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricing.js";
 import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
+import { type CompactResult, compactMessages, type LoopCompaction, loopCompaction } from "./compact.js";
 import { DEFAULTS } from "./defaults.js";
 import { RunHandle } from "./handle.js";
 import { repairedHistory } from "./repair.js";
 import type { OptionsOf, ResumeOptions, RunOptions } from "./run-options.js";
 
+export type { CompactResult } from "./compact.js";
 export { DEFAULTS } from "./defaults.js";
 export type { ResumeOptions, RunOptions } from "./run-options.js";
 
@@ -32,7 +35,7 @@ import {
   taskCompletionFor,
 } from "./output.js";
 import type { Budget, Mode, ToolProtocol } from "./prompt.js";
-import { type ApprovalDecision, type LoopOptions, startRun } from "./run.js";
+import { type ApprovalDecision, fixedPart, type LoopOptions, startRun } from "./run.js";
 import { afterHistory, checkRunState, type RunState, recordDecisions, reopen } from "./state.js";
 
 export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
@@ -79,6 +82,15 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
    * => messages`) that decides alone. The run's history stays whole either way.
    */
   context?: ContextManager | ContextTransform;
+  /**
+   * Compaction by summary (SPEC section 13): when a request would pass `at` (default 0.8) times
+   * `maxContextTokens`, or the provider answers that the prompt is too long, the older history is
+   * replaced by one summary that `model` (default the agent's) writes, the newest turns kept
+   * verbatim; the summary is part of the run's messages and state (and of a session's log). Off
+   * by default: older turns are then pruned per request. Needs the built-in pruning (no `context`
+   * function). `agent.compact(messages)` compacts a conversation on demand.
+   */
+  compaction?: CompactionOptions;
   /** Limits of every run (tokens, cost, time); a run's own `budget` overrides them field by field. */
   budget?: Budget;
   /**
@@ -176,6 +188,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   private readonly output: OutputSpec | undefined;
   /** The loop options of the runs with nothing of their own, made by the first. */
   private shared: LoopOptions | undefined;
+  private readonly compaction: LoopCompaction | undefined;
 
   /**
    * @throws AgentloopError("invalid_option") for a bad option: an `outputSchema` that is not an
@@ -216,7 +229,27 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
         : ownContext(options);
     this.redact = secretRedactor([...environmentSecrets(), ...(options.secrets ?? [])]);
     this.price = resolvePrice(options.model, options.prices);
+    this.compaction = loopCompaction(options, this.context, this.price);
     this.checkBudget(options.budget ?? {});
+  }
+
+  /**
+   * Compacts a conversation now (`/compact` in chat): everything before its latest exchange (the
+   * latest user message and what follows it) becomes one summary, as a run's compaction does, with
+   * the agent's compaction model (or its own model when compaction is off). Resolves to undefined
+   * `status` "nothing_to_compact" when there is nothing older, "failed" (with `error`) when the
+   * summary could not be written: `messages` is then the conversation as it was. Never rejects.
+   */
+  compact(messages: readonly Message[], options: { signal?: AbortSignal } = {}): Promise<CompactResult> {
+    const model = this.compaction?.model ?? this.options.model;
+    const price = this.compaction ? this.compaction.price : this.price;
+    return compactMessages(messages, this.context, { model, price }, this.stable(), options.signal);
+  }
+
+  /** The system prompt of a run with nothing of its own (what a compaction counts with). */
+  private stable(): { system: string; tools: readonly ToolSpec[] } {
+    this.shared ??= this.loopOptions(this.output, this.options.budget ?? NO_BUDGET, undefined);
+    return fixedPart(this.shared);
   }
 
   private checkBudget(budget: Budget): void {
@@ -370,6 +403,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       repetitionThreshold: o.repetitionThreshold ?? DEFAULTS.repetitionThreshold,
       budget,
       context: this.context,
+      compaction: this.compaction,
       price: this.price,
       redact: this.redact,
       onApproval: o.onApproval,

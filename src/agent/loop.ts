@@ -1,7 +1,9 @@
 import type { AgentEvent } from "../core/events.js";
 import type { RunState } from "../core/run-state.js";
 import type { ModelError, ModelEvent, ModelReply } from "../models/adapter.js";
+import { isContextOverflow } from "../models/model-errors.js";
 import { type CallExecution, executeCalls, type PreparedCall } from "../tools/execute.js";
+import { type CompactionCause, compactionDue, compactRun } from "./compact.js";
 import type { Run, Sink, Stop } from "./run.js";
 import {
   ABORTED,
@@ -40,6 +42,7 @@ const EXECUTE = 8;
 const DECIDE = 9;
 const STOP = 10;
 const ENDED = 11;
+const COMPACT = 12;
 type At =
   | typeof BEGIN
   | typeof REQUEST
@@ -52,7 +55,8 @@ type At =
   | typeof EXECUTE
   | typeof DECIDE
   | typeof STOP
-  | typeof ENDED;
+  | typeof ENDED
+  | typeof COMPACT;
 
 const NO_UPDATES: AsyncIterator<ModelEvent> = { next: async () => ({ done: true, value: undefined }) };
 
@@ -72,6 +76,13 @@ class Position {
   asked: Asked | undefined = undefined;
   asking = 0;
   execution: CallExecution | undefined = undefined;
+  /** Compaction (when the run has it): why the next one runs, the request's tokens then (-1: not counted). */
+  compaction: CompactionCause = "threshold";
+  tokensBefore = -1;
+  /** This iteration compacted (or tried): it does not again, and retries an overflow once at most. */
+  compacted = false;
+  /** A summary could not be written: the run goes on with pruning alone. */
+  compactionFailed = false;
 }
 
 /**
@@ -104,6 +115,8 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           const begun = begin(state, run, out);
           if (typeof begun === "string") {
             p.system = begun;
+            p.compacted = false;
+            p.compaction = "threshold";
             p.at = REQUEST;
           } else {
             p.stop = begun;
@@ -112,6 +125,16 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           break;
         }
         case REQUEST: {
+          // With compaction on, a request that would pass its threshold is compacted first.
+          if (run.options.compaction && !p.compacted && !p.compactionFailed) {
+            const tokens = compactionDue(state, run, p.system);
+            if (tokens >= 0) {
+              p.compaction = "threshold";
+              p.tokensBefore = tokens;
+              p.at = COMPACT;
+              break;
+            }
+          }
           let request = requestFor(state, run, p.system);
           if (request instanceof Promise) request = await request;
           p.updates = modelStream(run, request, sink);
@@ -133,6 +156,19 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
         }
         case REPLY: {
           p.updates = NO_UPDATES;
+          const failed = p.reply && !("toolCalls" in p.reply) ? p.reply : undefined;
+          if (failed && isContextOverflow(failed) && !run.signal.aborted) {
+            // The provider says the prompt does not fit: compact everything but the newest turn and
+            // ask once more; without compaction, say how to turn it on.
+            if (run.options.compaction && !p.compactionFailed && p.compaction !== "overflow") {
+              p.compaction = "overflow";
+              p.tokensBefore = -1;
+              p.at = COMPACT;
+              break;
+            }
+            if (!run.options.compaction)
+              p.reply = { ...failed, message: `${failed.message}${OVERFLOW_HINT}` };
+          }
           const { clock } = run;
           const now = clock.now();
           const taken = takeReply(state, run, p.reply, now);
@@ -244,6 +280,18 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           }
           break;
         }
+        case COMPACT: {
+          const event = await compactRun(state, run, p.system, p.compaction, p.tokensBefore);
+          p.compacted = true;
+          if (event?.type === "compaction") {
+            // Stored before the next model call: a crash leaves the old history or this summary.
+            if (checkpoint) await checkpoint(state);
+          } else if (event) p.compactionFailed = true;
+          if (event) out?.push({ ...event, runId: state.runId } as AgentEvent);
+          // An overflow nothing could be taken from ends the run as the provider said.
+          p.at = p.compaction === "overflow" && event?.type !== "compaction" ? REPLY : REQUEST;
+          break;
+        }
         case STOP: {
           // Stopped or waiting: the run's last events, after its last checkpoint.
           const { stop } = p;
@@ -272,6 +320,9 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
     throw error;
   }
 }
+
+const OVERFLOW_HINT =
+  '; turn on compaction (--compact, config "compaction", or the compaction option) to summarise older turns';
 
 /** A stop's error message, with the run's secrets taken out (a model's error may quote its input). */
 function redacted(stop: Stop & { type: "stop" }, run: Run): Stop & { type: "stop" } {

@@ -7,6 +7,7 @@ import type { ModelPrice } from "../models/pricing.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
 import { RunClock } from "./clock.js";
+import type { LoopCompaction } from "./compact.js";
 import { OUTPUT_NAME, type OutputSpec, outputInstructions } from "./output.js";
 import { type Budget, type Mode, stablePrompt, type ToolProtocol } from "./prompt.js";
 import { breakerMessage } from "./stop.js";
@@ -35,6 +36,8 @@ export interface LoopOptions {
   budget: Budget;
   /** Shapes what is sent to fit the context window, and bounds each tool result; the history stays whole. */
   context?: LoopContext;
+  /** Compaction by summary (SPEC section 13); off when undefined. Needs the built-in `context`. */
+  compaction?: LoopCompaction;
   /**
    * The schema the answer must match: in natural mode a final answer that does not validate goes
    * back to the model (and counts toward the circuit breaker); in explicit mode it is the schema of
@@ -158,6 +161,12 @@ function derive(options: LoopOptions): Derived {
   };
   derivedOf.set(options, found);
   return found;
+}
+
+/** The system prompt (without a run's warnings) and native tool list of every request with `options`. */
+export function fixedPart(options: LoopOptions): { system: string; tools: readonly ToolSpec[] } {
+  const { stable, nativeTools } = derive(options);
+  return { system: stable, tools: nativeTools };
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Message } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
 import type { Json, RunRecordStatus, SessionHandle, SessionStore, TakeOver } from "../store/types.js";
-import { checkRunState, inCallOrder } from "./state.js";
+import { checkRunState, historyOfLog } from "./state.js";
 
 /**
  * A session held by this process, as runs use it: its conversation so far, its last run (to
@@ -17,11 +17,15 @@ export class Session {
   private readonly stored = new WeakSet<Message>();
   /** Messages before this index never move again: only the last reply's results can. */
   private stable: number;
+  /** The summary the history starts with (first or second), if any: another one means a compaction rewrote it. */
+  private summary: Message | undefined;
 
   private constructor(private readonly handle: SessionHandle) {
-    this.messages = inCallOrder(handle.session.messages);
+    // The log keeps every message; the history a run goes on with has each summary in place of what it replaced.
+    this.messages = historyOfLog(handle.session.messages);
     for (const message of this.messages) this.stored.add(message);
     this.stable = lastReply(this.messages, 0);
+    this.summary = summaryOf(this.messages);
     const last = handle.session.lastRun;
     this.lastRun = last && checkRunState({ ...(last.state as object), messages: this.messages });
   }
@@ -53,6 +57,9 @@ export class Session {
   readonly checkpoint = async (state: RunState): Promise<void> => {
     const fresh: Message[] = [];
     const { messages } = state;
+    // A compaction put a new summary at the start: the history was rewritten, look at all of it once.
+    const summary = summaryOf(messages);
+    if (summary !== this.summary) this.stable = 0;
     for (let i = this.stable; i < messages.length; i++) {
       const message = messages[i] as Message;
       if (this.stored.has(message)) continue;
@@ -70,7 +77,21 @@ export class Session {
     });
     for (const message of fresh) this.stored.add(message);
     this.stable = lastReply(messages, this.stable);
+    this.summary = summary;
   };
+
+  /**
+   * Stores a conversation `agent.compact()` compacted (no run writes meanwhile): its summary is
+   * appended to the log, and the next run goes on from `messages`.
+   */
+  async compacted(messages: readonly Message[]): Promise<void> {
+    const summary = summaryOf(messages);
+    if (!summary || this.stored.has(summary)) return;
+    await this.handle.checkpoint({ messages: [summary] });
+    this.stored.add(summary);
+    this.summary = summary;
+    this.stable = lastReply(messages, 0);
+  }
 
   /** Gives the session up; idempotent. */
   release(): Promise<void> {
@@ -84,6 +105,15 @@ const STATUS: Record<RunState["status"], RunRecordStatus> = {
   awaiting_answer: "waiting",
   completed: "completed",
 };
+
+/** The summary a compacted history starts with (it may follow the latest user message). */
+function summaryOf(messages: readonly Message[]): Message | undefined {
+  for (let i = 0; i < 2 && i < messages.length; i++) {
+    const message = messages[i] as Message;
+    if (message.role === "user" && message.compaction) return message;
+  }
+  return undefined;
+}
 
 /** The index of the last assistant message at or after `from` (or `from`): results after it may still move. */
 function lastReply(messages: readonly Message[], from: number): number {

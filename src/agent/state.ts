@@ -17,6 +17,7 @@ import {
   type RunState,
   type StoppedState,
 } from "../core/run-state.js";
+import { compactedLog } from "../memory/compaction.js";
 import { askQuestion } from "../tools/builtin/loop-breaking.js";
 import { repairReply } from "./repair.js";
 
@@ -125,6 +126,14 @@ export function inCallOrder(log: readonly Message[]): Message[] {
     i = end - 1;
   }
   return out;
+}
+
+/**
+ * The history a stored log stands for: `inCallOrder`, then each compaction's summary in place of
+ * the messages it replaced (the log keeps them). Returns a new array.
+ */
+export function historyOfLog(log: readonly Message[]): Message[] {
+  return compactedLog(inCallOrder(log));
 }
 
 /** The calls waiting for a person's decision (call order), as `turn_complete` lists them. */

@@ -59,6 +59,7 @@ export async function renderTurn(
         event.type === "tool_call" ||
         event.type === "tool_result" ||
         event.type === "error" ||
+        event.type === "compaction" ||
         event.type === "approval_request"
       ) {
         stopSpinner();

@@ -6,6 +6,7 @@ import { AgentloopError } from "../core/errors.js";
 import type { RunResult } from "../core/events.js";
 import type { Message } from "../core/messages.js";
 import { terminalApprover } from "./approval.js";
+import { compactChat } from "./chat-compact.js";
 import { expandPrompt, parsePromptLine, promptUsage } from "./chat-prompts.js";
 import { renderTurn } from "./chat-turn.js";
 import { type LoadedTools, settingsFrom, setupAgent } from "./compose.js";
@@ -28,7 +29,7 @@ import {
 } from "./session-run.js";
 
 const HELP =
-  "Commands: /reset (new conversation), /tools (list tools), /resume (continue an interrupted run), /exit (or Ctrl+D). Ctrl+C stops the answer.";
+  "Commands: /reset (new conversation), /compact (summarise all but the latest exchange), /tools (list tools), /resume (continue an interrupted run), /exit (or Ctrl+D). Ctrl+C stops the answer.";
 
 /**
  * `agentloop chat`: a multi-turn conversation in the terminal. Answers stream as they are
@@ -282,6 +283,8 @@ async function converse(live: Live, chat: Conversation): Promise<void> {
         allowed.clear();
         write(dim("New conversation.\n"));
       }
+    } else if (line === "/compact") {
+      await compactNow();
     } else if (line === "/tools") {
       for (const tool of agent.tools) write(`${tool.name}  ${dim(tool.description)}\n`);
     } else if (line === "/resume") {
@@ -295,6 +298,17 @@ async function converse(live: Live, chat: Conversation): Promise<void> {
       await planned(() => planRun({ id: session.id, lastRun: state }, { prompt: line, canDecide }));
     } else {
       await runPlan({ type: "new", prompt: line });
+    }
+  }
+
+  async function compactNow(): Promise<void> {
+    const stopping = new AbortController();
+    live.turn = stopping;
+    try {
+      const chat = { last, session, signal: stopping.signal };
+      history = await compactChat(agent, history, chat, (line) => write(`${dim(line)}\n`));
+    } finally {
+      live.turn = undefined;
     }
   }
 

@@ -79,6 +79,7 @@ function createAgent(
   model: Model,
   tools: readonly Tool[] | (() => readonly Tool[]) = localTools(settings),
   onApproval?: AgentOptions["onApproval"],
+  summaries?: Model,
 ): AnyAgent {
   const price = settings.costBudget === undefined ? undefined : resolvePrice(model, settings.prices);
   if (settings.costBudget !== undefined && !price) {
@@ -106,6 +107,12 @@ function createAgent(
     budget: budgetOf(settings),
     ...(settings.prices && { prices: settings.prices }),
     ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
+    ...(settings.compaction && {
+      compaction: {
+        ...(settings.compaction.at !== undefined && { at: settings.compaction.at }),
+        ...(summaries && { model: summaries }),
+      },
+    }),
     secrets: mcpSecrets(settings),
   });
 }
@@ -219,6 +226,10 @@ export async function setupAgent(
 ): Promise<{ settings: Settings; agent: AnyAgent; loaded: LoadedTools; close(): Promise<void> }> {
   const settings = options.settings ?? (await settingsFrom(flags));
   const model = await createModel(settings);
+  // `compaction.model`: another model of the same provider writes the summaries.
+  const other = settings.compaction?.model;
+  const summaries =
+    other && other !== model.id ? await createModel({ ...settings, model: other }) : undefined;
   const { onElicitation, signal } = options;
   const loaded = await loadTools(settings, {
     verbose: flags.verbose === true,
@@ -229,7 +240,7 @@ export async function setupAgent(
   try {
     return {
       settings,
-      agent: createAgent(settings, model, loaded.tools, options.onApproval),
+      agent: createAgent(settings, model, loaded.tools, options.onApproval, summaries),
       loaded,
       close: loaded.close,
     };

@@ -38,6 +38,13 @@ function buildSchemas(z: Zod) {
     maxContextTokens: z.number().int().positive().optional(),
     tokenBudget: z.number().int().positive().optional(),
     costBudget: z.number().positive().optional(),
+    /** Compaction by summary (SPEC section 13): on when present (or with `--compact`). */
+    compaction: z
+      .strictObject({
+        at: z.number().gt(0).lte(1).optional(),
+        model: z.string().min(1).optional(),
+      })
+      .optional(),
     timeout: z.number().positive().optional(),
     mode: z.enum(["natural", "explicit"]).optional(),
     toolProtocol: z.enum(["native", "xml"]).optional(),

@@ -22,6 +22,8 @@ export interface CliFlags {
   maxContextTokens?: number;
   tokenBudget?: number;
   costBudget?: number;
+  /** Compaction by summary (`--compact`). */
+  compact?: boolean;
   session?: string;
   /** Continue the session's interrupted run. */
   resume?: boolean;
@@ -57,6 +59,8 @@ export interface Settings {
   maxContextTokens?: number;
   tokenBudget?: number;
   costBudget?: number;
+  /** Compaction by summary: on with `--compact` or config "compaction"; `model` another model id for the summaries. */
+  compaction?: { at?: number; model?: string };
   mcpServers: Record<string, McpServerConfig>;
   /** Model prices (USD per million tokens) over the built-in table. */
   prices?: PriceTable;
@@ -158,6 +162,8 @@ export function resolveSettings(
   if (tokenBudget !== undefined) settings.tokenBudget = tokenBudget;
   const costBudget = flags.costBudget ?? config.costBudget;
   if (costBudget !== undefined) settings.costBudget = costBudget;
+  if (flags.compact === true || config.compaction !== undefined)
+    settings.compaction = { ...config.compaction };
   return settings;
 }
 

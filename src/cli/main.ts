@@ -115,6 +115,13 @@ function withCommonOptions(command: Command, shown: readonly OptionGroup[]): Com
   );
   add(
     "agent",
+    opt(
+      "--compact",
+      'summarise older turns when a request nears the context budget (config "compaction": { "at", "model" })',
+    ),
+  );
+  add(
+    "agent",
     opt("--token-budget <n>", "input plus output tokens over the whole run").argParser(
       positiveInt("--token-budget"),
     ),

@@ -43,6 +43,13 @@ export function progressRenderer(write: (line: string) => void, color: boolean):
         write(`  ${mark} ${event.name} ${dim(`(${event.durationMs} ms)`)} ${preview(event.content)}`);
         break;
       }
+      case "compaction":
+        write(
+          dim(
+            `  ⇣ compacted: ${event.summarizedMessages} older messages → one summary (${event.tokensBefore} → ${event.tokensAfter} tokens)`,
+          ),
+        );
+        break;
       case "error":
         write(red(`  ! ${event.message}`));
         break;
@@ -50,6 +57,13 @@ export function progressRenderer(write: (line: string) => void, color: boolean):
         break;
     }
   };
+}
+
+/** The stderr line of a non-fatal `error` event shown even without progress (a compaction that failed), or undefined. */
+export function warningLine(event: AgentEvent): string | undefined {
+  return event.type === "error" && event.code === "compaction_failed"
+    ? `agentloop: warning: ${event.message}`
+    : undefined;
 }
 
 /** "1 iteration", "3 iterations". */
@@ -76,7 +90,7 @@ export function stopLine(
     case "aborted":
       return "agentloop: aborted";
     default: {
-      // No compaction yet: the budget is the one thing to change.
+      // The budget may be wrong, or the history wants compaction (the message names --compact when it is off).
       const fix =
         error?.code === "context_length_exceeded"
           ? "; set --max-context-tokens to the model's context size (a local server's, e.g. llama-server --ctx-size) so the history is pruned to fit"

@@ -6,7 +6,14 @@ import type { AgentEvent, RunResult } from "../core/events.js";
 import { StoreError } from "../store/types.js";
 import { approvalLine } from "./approval.js";
 import type { CliFlags } from "./config.js";
-import { incompleteLine, progressRenderer, stopLine, summaryLine, timeLimitLine } from "./render.js";
+import {
+  incompleteLine,
+  progressRenderer,
+  stopLine,
+  summaryLine,
+  timeLimitLine,
+  warningLine,
+} from "./render.js";
 
 export interface TurnOptions {
   flags: CliFlags;
@@ -30,7 +37,11 @@ export async function runTurn(run: RunHandle, options: TurnOptions): Promise<Run
   try {
     for await (const event of run) {
       if (flags.json) await writeOut(`${JSON.stringify(event)}\n`);
-      progress?.(event);
+      if (progress) progress(event);
+      else if (event.type === "error" && !flags.json) {
+        const warning = warningLine(event);
+        if (warning) process.stderr.write(`${warning}\n`);
+      }
     }
     result = await run.result;
   } catch (error) {

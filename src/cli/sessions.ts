@@ -148,8 +148,15 @@ const mediaNotes = (media: readonly MediaPart[] | undefined) =>
 
 function transcriptLines(message: Message): string {
   switch (message.role) {
-    case "user":
+    case "user": {
+      const { compaction } = message;
+      if (compaction) {
+        // The log keeps what was replaced; from here on the runs went on from this summary.
+        const mark = `── compacted: ${compaction.replaced} earlier messages summarised (the ${compaction.kept} before this line kept) ──`;
+        return `${mark}\nsummary: ${indent(message.content, "         ")}`;
+      }
       return `user: ${indent(message.content, "      ")}${mediaNotes(message.media)}`;
+    }
     case "assistant": {
       const lines =
         message.content || !message.toolCalls?.length

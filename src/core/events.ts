@@ -51,6 +51,18 @@ export type AgentEventBody =
   | { type: "tool_progress"; id: string; name: string; progress: number; total?: number; message?: string }
   | { type: "tool_result"; id: string; name: string; content: string; isError: boolean; durationMs: number }
   | { type: "approval_request"; id: string; name: string; arguments: Record<string, unknown> }
+  /**
+   * The older history was replaced by one summary (SPEC section 13): `summarizedMessages` messages,
+   * the request's tokens before and after by the agent's counter, and the summary call's `usage`
+   * (already in the run's).
+   */
+  | {
+      type: "compaction";
+      summarizedMessages: number;
+      tokensBefore: number;
+      tokensAfter: number;
+      usage: Usage;
+    }
   | ({
       type: "turn_complete";
       iterations: number;

@@ -37,6 +37,11 @@ export interface UserMessage {
   content: string;
   /** Images sent with the text, in order. */
   media?: MediaPart[];
+  /**
+   * Set on the summary a compaction wrote (SPEC section 13): it stands for `replaced` earlier
+   * messages. In a stored log it follows the `kept` newest messages it left verbatim.
+   */
+  compaction?: { replaced: number; kept: number };
 }
 
 /** A text part of a user input. */

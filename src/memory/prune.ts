@@ -1,7 +1,7 @@
 import { AgentloopError } from "../core/errors.js";
-import { describeMedia } from "../core/media.js";
-import type { MediaPart, Message, UserMessage } from "../core/messages.js";
+import type { Message, UserMessage } from "../core/messages.js";
 import type { Model, ToolSpec } from "../models/adapter.js";
+import { transcript } from "./compaction.js";
 import {
   keptFree,
   learnOverhead,
@@ -175,6 +175,28 @@ export interface LoopContext extends ContextManager {
     memo: ContextMemo,
     reported?: number,
   ): readonly Message[] | Promise<readonly Message[]>;
+  /** What compaction counts with; only the built-in manager (`contextManager`, the default) has it. */
+  compaction?: CompactionCounts;
+}
+
+/** Compaction's view of a run's counts (agent/compact.ts). */
+export interface CompactionCounts {
+  counter: TokenCounter;
+  /** The most tokens a request of this run may have at fraction `at` of `maxContextTokens`: never more than pruning allows. */
+  threshold(memo: ContextMemo, at: number): number;
+  /**
+   * The request's tokens (the fixed part and `history`) when they pass `threshold(memo, at)`, else
+   * -1: from the run's counts in `memo`, which the iteration's `shape` then reuses (amortised O(1)).
+   */
+  over(
+    history: readonly Message[],
+    system: string,
+    tools: readonly ToolSpec[],
+    memo: ContextMemo,
+    at: number,
+  ): number;
+  /** The tokens of a request of `messages`, `system` and `tools`, counted afresh (O(messages)). */
+  count(messages: readonly Message[], system: string, tools: readonly ToolSpec[]): number;
 }
 
 /** An upper bound of a history's tokens (`upTo` messages counted) and of the last fixed part's. */
@@ -418,7 +440,30 @@ export function loopContext(options: ContextOptions): LoopContext {
 
     fit: async (history, system, tools, signal) => shape(history, system, tools, signal, undefined),
     shape,
+    compaction: {
+      counter,
+      threshold,
+      over(history, system, tools, memo, fraction) {
+        const limit = threshold(memo, fraction);
+        if (fitsByBound(history, system, tools, memo, limit)) return -1;
+        const w = windowFor(history, memo);
+        const total = fixedTokens(system, tools) + at(w.prefix, history.length);
+        return total > limit ? total : -1;
+      },
+      count(messages, system, tools) {
+        let total = fixedTokens(system, tools);
+        for (const message of messages) total += counter.countMessage(message);
+        return total;
+      },
+    },
   };
+
+  function threshold(memo: ContextMemo, fraction: number): number {
+    const overhead = memo.overhead;
+    const learned = overhead.learned < 0 ? serverOverhead : overhead.learned;
+    const free = learned < 0 ? margin : learned;
+    return Math.min(Math.floor(fraction * maxContext), budget - free);
+  }
 
   function shape(
     history: readonly Message[],
@@ -503,11 +548,6 @@ export function loopContext(options: ContextOptions): LoopContext {
   }
 }
 
-/** Images in the summarizer's transcript: their placeholders, never their bytes. */
-function mediaNotes(media: readonly MediaPart[] | undefined): string {
-  return media?.length ? ` ${media.map(describeMedia).join(" ")}` : "";
-}
-
 function omittedNotice(count: number): string {
   return `[${count} earlier messages omitted to fit the context window]`;
 }
@@ -530,22 +570,4 @@ function firstAtLeast(sorted: readonly number[], value: number, lo: number, hi: 
     else lo = mid + 1;
   }
   return lo;
-}
-
-/** The removed span as plain text for the summarizer (tool calls would need their results on the wire). */
-function transcript(history: readonly Message[], from: number, to: number): string {
-  const lines: string[] = [];
-  for (let i = from; i < to; i++) {
-    const message = history[i] as Message;
-    if (message.role === "user") lines.push(`User: ${message.content}${mediaNotes(message.media)}`);
-    else if (message.role === "tool") {
-      const kind = message.isError ? "error" : "result";
-      lines.push(`Tool ${message.name} ${kind}: ${message.content}${mediaNotes(message.media)}`);
-    } else {
-      if (message.content) lines.push(`Assistant: ${message.content}`);
-      for (const call of message.toolCalls ?? [])
-        lines.push(`Assistant called ${call.name}(${call.arguments})`);
-    }
-  }
-  return lines.join("\n");
 }

@@ -227,6 +227,7 @@ export class ChunkMapper {
       case "tool_progress":
       case "tool_result":
       case "approval_request":
+      case "compaction":
         return [this.chunk({}, event)];
       case "iteration_start":
       case "message":

@@ -146,6 +146,7 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
       case "tool_progress":
       case "tool_result":
       case "approval_request":
+      case "compaction":
         return [...this.close(), this.event("keepalive", { agentloop: event })];
       case "iteration_start":
       case "error": // held until the end tells whether it ends the run

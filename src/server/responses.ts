@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Context } from "hono";
-import { inCallOrder } from "../agent/state.js";
+import { historyOfLog } from "../agent/state.js";
 import type { Message } from "../core/messages.js";
 import { echoed } from "../core/redact.js";
 import type { SessionStore } from "../store/types.js";
@@ -46,7 +46,7 @@ async function conversationOf(store: SessionStore, responseId: string): Promise<
       "run_interrupted",
     );
   }
-  return inCallOrder(stored.messages);
+  return historyOfLog(stored.messages);
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { RunHandle } from "../agent/handle.js";
-import { checkRunState, inCallOrder, pendingApprovals, type RunState } from "../agent/state.js";
+import { checkRunState, historyOfLog, pendingApprovals, type RunState } from "../agent/state.js";
 import { AgentloopError } from "../core/errors.js";
 import type { PendingApproval } from "../core/events.js";
 import { echoed } from "../core/redact.js";
@@ -212,7 +212,7 @@ export async function getRun(c: Context<ServerEnv>, deps: EndpointDeps): Promise
   const last = stored.lastRun;
   const view: RunView = { id: runId, object: "agentloop.run", sessionId, status: "superseded" };
   if (!last || last.runId !== runId) return c.json({ ...view, ...(last && { latestRunId: last.runId }) });
-  const state = checkRunState({ ...(last.state as object), messages: inCallOrder(stored.messages) });
+  const state = checkRunState({ ...(last.state as object), messages: historyOfLog(stored.messages) });
   const status = stored.summary.status === "new" ? "running" : stored.summary.status;
   return c.json({
     ...view,
