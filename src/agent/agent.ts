@@ -3,7 +3,7 @@ import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
 import { newRunId } from "../core/ids.js";
 import { DEFAULT_MAX_MEDIA_BYTES, userMessage } from "../core/media.js";
 import type { UserInput } from "../core/messages.js";
-import { environmentSecrets, type Redactor, secretRedactor } from "../core/redact.js";
+import { echoed, environmentSecrets, type Redactor, secretRedactor } from "../core/redact.js";
 import {
   type ContextManager,
   type ContextTransform,
@@ -33,7 +33,15 @@ import {
 } from "./output.js";
 import type { Budget, Mode, ToolProtocol } from "./prompt.js";
 import { type ApprovalDecision, type LoopOptions, startRun } from "./run.js";
-import { afterHistory, checkRunState, type RunState, recordDecisions, reopen } from "./state.js";
+import {
+  afterHistory,
+  type ClientTool,
+  checkRunState,
+  type RunState,
+  recordClientResults,
+  recordDecisions,
+  reopen,
+} from "./state.js";
 
 export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
   model: Model;
@@ -274,6 +282,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       this.options.model.id,
     );
     if (options.allowedTools) state.allowedTools.push(...options.allowedTools);
+    if (options.clientTools?.length) state.clientTools = this.clientTools(options.clientTools);
     return this.start<Output>(state, options);
   }
 
@@ -300,6 +309,12 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     if (s.status === "awaiting_answer" && options.answer === undefined) {
       throw new AgentloopError("invalid_state", `Run ${s.runId} waits for an answer: pass { answer }.`);
     }
+    if (s.status === "awaiting_tools") recordClientResults(s, options.toolResults ?? []);
+    else if (options.toolResults !== undefined) {
+      throw new AgentloopError("invalid_state", `Run ${s.runId} is not waiting for tool results.`);
+    }
+    if (options.clientTools)
+      s.clientTools = options.clientTools.length ? this.clientTools(options.clientTools) : undefined;
     reopen(s, this.options.model.id, options.answer);
     return this.start<OutputOf<S>>(s, options);
   }
@@ -330,10 +345,22 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     const { signal } = options;
     // A run with nothing of its own (most) shares the agent's options: one object for all its runs.
     let loop: LoopOptions;
-    if (!options.budget && options.instructions === undefined && output === this.output && this.fixedTools) {
+    const client = state.clientTools;
+    if (
+      !options.budget &&
+      options.instructions === undefined &&
+      output === this.output &&
+      this.fixedTools &&
+      !client
+    ) {
       this.shared ??= this.loopOptions(output, budget, undefined);
       loop = this.shared;
     } else loop = this.loopOptions(output, budget, options.instructions);
+    if (client) {
+      loop.tools = [...loop.tools, ...client.map(clientTool)];
+      loop.toolChoice = options.toolChoice;
+      loop.parallelToolCalls = options.parallelToolCalls;
+    }
     const runSignal =
       signal && timer
         ? AbortSignal.any([own.signal, signal, timer])
@@ -372,9 +399,46 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       context: this.context,
       price: this.price,
       redact: this.redact,
+      toolChoice: undefined,
+      parallelToolCalls: undefined,
       onApproval: o.onApproval,
     };
   }
+
+  /**
+   * A run's client tools, checked: valid names, unique, none of the agent's own.
+   * @throws AgentloopError("invalid_option") naming the tool at fault.
+   */
+  private clientTools(tools: readonly ClientTool[]): ClientTool[] {
+    const own = new Set(this.tools.map((tool) => tool.name));
+    const seen = new Set<string>();
+    for (const { name } of tools) {
+      const problem = !TOOL_NAME.test(name)
+        ? "is not a valid tool name (1 to 64 of a-z A-Z 0-9 _ -)"
+        : own.has(name)
+          ? "is one of the agent's own tools: rename the client tool"
+          : seen.has(name)
+            ? "is given twice: tool names must be unique"
+            : undefined;
+      if (problem) throw new AgentloopError("invalid_option", `Client tool '${echoed(name)}' ${problem}.`);
+      seen.add(name);
+    }
+    return tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
+  }
+}
+
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** A client tool as the loop offers it: any arguments object goes to the caller, who validates them. */
+function clientTool(spec: ClientTool): Tool {
+  return {
+    ...spec,
+    external: true,
+    validate: (args) => ({ ok: true, value: args }),
+    execute: () => {
+      throw new Error(`'${spec.name}' is run by the caller.`);
+    },
+  };
 }
 
 /**
