@@ -48,6 +48,8 @@ export interface ResponseBase {
   typed?: boolean;
   /** Fields of the request the response object repeats (`temperature`, `tools`, `tool_choice`, ...), over the defaults. */
   echo?: Record<string, unknown>;
+  /** The names of the client's own tools: their calls come as `function_call` items at the end, not as tool activity. */
+  clientTools?: ReadonlySet<string>;
 }
 
 type Part = { type: "output_text"; text: string; annotations: []; logprobs: [] };
@@ -167,6 +169,8 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
         this.run.take(event);
         return this.close();
       case "tool_call":
+        if (this.base.clientTools?.has(event.name)) return this.close();
+        return [...this.close(), this.event("keepalive", { agentloop: event })];
       case "tool_progress":
       case "tool_result":
       case "approval_request":

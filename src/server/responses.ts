@@ -144,6 +144,7 @@ function mapperFor(
     store: stored,
     ...(request.text?.format != null && { text: { format: request.text.format } }),
     typed: handle.state.outputSchema !== undefined,
+    clientTools: new Set((handle.state.clientTools ?? []).map((tool) => tool.name)),
     echo: {
       ...echoedFields(request),
       tools: (handle.state.clientTools ?? []).map((tool) => ({ type: "function", ...tool, strict: false })),
