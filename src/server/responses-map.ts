@@ -79,6 +79,9 @@ type CallItem = {
  *   extra field `agentloop` holds the event.
  * - The output of a loop-breaking tool, and the line naming the calls a run stopped on
  *   `approval_required` waits for, come as a last message item.
+ * - A run that waits on the client's own tools (SPEC section 14) ends with their calls as
+ *   `function_call` items (`function_call_arguments` delta and done events, the arguments whole),
+ *   and `response.completed`; the `tool_call` events of those calls are not sent as tool activity.
  * - A run with an output schema (`typed`) streams no text: its message is the validated answer's
  *   JSON, sent at the end, as for chat completions.
  * - The end: `response.completed` whose `agentloop` is the `turn_complete` event; for the stops

@@ -67,10 +67,14 @@ async function conversationOf(store: SessionStore, responseId: string): Promise<
  * an image over the agent's own limit (413).
  * A `text.format` json_schema (or json_object) is the run's output schema: the answer is its JSON.
  *
- * With a store (and unless the request says `store: false`), the run is stored under its id (the
+ * With a store (and unless the request says `store: false` and sends no tools), the run is stored under its id (the
  * response's `id`) in a session of its own, so a later request continues it by
  * `previous_response_id`: its conversation is the history, the request's input comes after it.
  * `X-Agentloop-Session` names a session to continue instead, as for chat completions.
+ *
+ * The client's function `tools` are offered beside the agent's own (SPEC section 14): a run whose
+ * model calls one ends its response with `function_call` items and waits; an input ending with
+ * their `function_call_output` items continues it (`toolOutputs`).
  */
 export async function createResponse(c: Context<ServerEnv>, deps: EndpointDeps): Promise<Response> {
   const request = await readRequest(c, responsesRequestSchema);
@@ -103,7 +107,9 @@ export async function createResponse(c: Context<ServerEnv>, deps: EndpointDeps):
   if (client instanceof Response) return client;
 
   const id = `resp_${randomUUID().replaceAll("-", "")}`;
-  const kept = store !== undefined && (request.store !== false || named !== undefined);
+  // A run that may wait on the client's tools is stored whatever `store` says: their results continue it.
+  const waits = (client?.tools.length ?? 0) > 0;
+  const kept = store !== undefined && (request.store !== false || named !== undefined || waits);
   const started = await startRun(c, deps, {
     agent,
     id,
