@@ -2,6 +2,9 @@
 // `agentloop serve`, a fake upstream model behind it: the model calls the agent's calculator and the
 // client's get_weather in one reply; the calculator runs once, the client gets get_weather as a
 // standard tool call, sends its result, and the same run goes on to its answer.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
@@ -30,9 +33,10 @@ async function setup() {
       return { text: "No tools here." };
     },
   });
-  const serve = startServe({ OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: "sk-upstream" });
+  const cwd = mkdtempSync(join(tmpdir(), "agentloop-client-tools-"));
+  const serve = startServe({ OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: "sk-upstream" }, [], cwd);
   const baseURL = `${await serve.url()}/v1`;
-  return { baseURL, client: new OpenAI({ baseURL, apiKey: "none", maxRetries: 0 }) };
+  return { cwd, client: new OpenAI({ baseURL, apiKey: "none", maxRetries: 0 }) };
 }
 
 const weatherChat: OpenAI.Chat.Completions.ChatCompletionTool = {
@@ -253,6 +257,31 @@ describe("the client's own tools, with the official openai client", () => {
       parallel_tool_calls: false,
     });
     expect(upstream.requests[2]?.body.parallel_tool_calls).toBe(false);
+  });
+
+  it("continues the run on another replica sharing the store", async () => {
+    const { client, cwd } = await setup();
+    const other = startServe({ OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: "sk-upstream" }, [], cwd);
+    const second = new OpenAI({ baseURL: `${await other.url()}/v1`, apiKey: "none", maxRetries: 0 });
+    const first = await client.responses.create({
+      model: "gpt-4o-mini",
+      input: "Weather in Paris, and 6 * 7?",
+      tools: [weatherResponses],
+    });
+    const call = first.output.find((item) => item.type === "function_call");
+    const next = await second.responses.create({
+      model: "gpt-4o-mini",
+      previous_response_id: first.id,
+      input: [
+        {
+          type: "function_call_output",
+          call_id: (call as { call_id: string }).call_id,
+          output: "sunny, 24 degrees",
+        },
+      ],
+    });
+    expect(next.output_text).toContain("Sunny in Paris");
+    expect(lastResults()).toEqual(calculatorRan);
   });
 
   it("answers bad tools and bad results with a 400 naming the fix, and a finished run with a 409", async () => {

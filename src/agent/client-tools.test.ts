@@ -90,6 +90,34 @@ describe("client tools", () => {
     expect(() => agent.resume(paused.state, { toolResults: [] })).toThrow(/No result for the calls c/);
   });
 
+  it("wait for approvals first, then for the client's results", async () => {
+    const remove = defineTool({
+      name: "remove",
+      description: "Removes a file.",
+      parameters: z.object({ path: z.string() }),
+      needsApproval: true,
+      execute: ({ path }) => `removed ${path}`,
+    });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "r", name: "remove", arguments: { path: "a.txt" } },
+          { id: "w", name: "get_weather", arguments: {} },
+        ],
+      },
+      { text: "Removed, and sunny." },
+    ]);
+    const agent = new Agent({ model, tools: [remove] });
+    const waiting = await agent.run("go", { clientTools: [weather] });
+    expect(waiting.stopReason).toBe("approval_required");
+    expect(waiting.pendingApprovals?.map((c) => c.id)).toEqual(["r"]);
+    const paused = await agent.resume(waiting.state, { approve: "all" }).result;
+    expect(paused.stopReason).toBe("tool_calls");
+    expect(paused.messages.filter((m) => m.role === "tool").map((m) => m.content)).toEqual(["removed a.txt"]);
+    const done = await agent.resume(paused.state, { toolResults: [{ id: "w", content: "sunny" }] }).result;
+    expect(done.text).toBe("Removed, and sunny.");
+  });
+
   it("refuse a client tool named like one of the agent's", () => {
     const own = defineTool({
       name: "get_weather",
