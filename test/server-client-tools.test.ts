@@ -321,6 +321,19 @@ describe("the client's own tools, with the official openai client", () => {
           { role: "tool", tool_call_id: id, content },
         ],
       });
+    // Ids OpenAI would take too (at most 40 characters).
+    expect(id).toMatch(/^call_[A-Za-z0-9_-]{1,35}$/);
+    const wrongPlace = client.chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: [
+        { role: "user", content: "Weather?" },
+        { role: "tool", tool_call_id: id.replace(/_\d+$/, "_7"), content: "?" },
+      ],
+    });
+    await expect(wrongPlace).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/no call .* waits/),
+    });
     expect((await answer("rain")).choices[0]?.finish_reason).toBe("stop");
     await expect(answer("rain again")).rejects.toMatchObject({ status: 409 });
   });

@@ -1,9 +1,8 @@
 import type { Context } from "hono";
 import type { RunHandle } from "../agent/handle.js";
-import type { ClientToolResult } from "../agent/state.js";
 import { AgentloopError } from "../core/errors.js";
 import { echoed } from "../core/redact.js";
-import type { ClientToolRequest } from "./client-tools.js";
+import { type ClientToolRequest, type PlacedResults, resultsOf } from "./client-tools.js";
 import { errorResponse } from "./errors.js";
 import type { ServerEnv } from "./request-log.js";
 import { answerRun, type RunWire } from "./respond.js";
@@ -11,9 +10,7 @@ import { agentFor, type EndpointDeps } from "./run-request.js";
 import { agentForRun, conflict, noStore, otherModel, releaser, storedRun, takeSession } from "./sessions.js";
 
 /** A request that carries the results of the client's tool calls: what continues the run that waits on them. */
-export interface ResultsRequest {
-  runId: string;
-  results: ClientToolResult[];
+export interface ResultsRequest extends PlacedResults {
   /** Where the results are in the request (`messages`, `input`), for errors. */
   param: string;
   /** The model the request names; default the one serving the run's model. */
@@ -74,11 +71,16 @@ export async function continueWithResults(
     return refused as Response;
   }
   const [model, agent] = chosen;
+  const toolResults = resultsOf(last, r);
+  if ("param" in toolResults) {
+    await release();
+    return errorResponse(400, toolResults.message, "invalid_tool_results", { param: toolResults.param });
+  }
   const run = deps.runs.start(c.req.raw.signal);
   let handle: RunHandle;
   try {
     handle = agent.resume(last, {
-      toolResults: r.results,
+      toolResults,
       signal: run.signal,
       checkpoint: storedRun(run, session),
       ...(r.client && {

@@ -1,6 +1,12 @@
 import { z } from "zod";
 import type { AnyAgent } from "../agent/agent.js";
-import { type ClientTool, type ClientToolResult, pendingClientCalls } from "../agent/state.js";
+import {
+  type ClientTool,
+  type ClientToolResult,
+  pendingCalls,
+  pendingClientCalls,
+  type RunState,
+} from "../agent/state.js";
 import type { RunResult } from "../core/events.js";
 import { echoed } from "../core/redact.js";
 import type { ToolChoice } from "../models/adapter.js";
@@ -109,20 +115,35 @@ export function clientToolsOf(
   return { tools, toolChoice: { name }, parallelToolCalls, choiceEchoed: { type: "function", name } };
 }
 
+/** What a run id of this server is made of: its kind (`c` a chat completion's, `r` a response's) and 16 random bytes. */
+const RUN_ID =
+  /^(?:chatcmpl-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})|resp_([0-9a-f]{32}))$/;
+const WIRE_ID = /^call_([cr])([A-Za-z0-9_-]{22})_(\d{1,4})$/;
+
 /**
- * The id a client sees of a call of its tool: the run's id, two underscores, the call's own id
- * (only letters, digits, `_` and `-`, as every provider takes). The result the client sends back
- * under it finds the run on any replica sharing the store.
+ * The id a client sees of a call of its tool: `call_`, the run's kind and id (base64url), `_`, the
+ * call's place in its reply. At most 34 characters of `A-Z a-z 0-9 _ -` (OpenAI takes tool call
+ * ids of 40 at most), and the result the client sends back under it finds the run on any replica
+ * sharing the store.
  */
-function wireCallId(runId: string, callId: string): string {
-  return `${runId}__${callId}`;
+function wireCallId(runId: string, index: number): string {
+  const match = RUN_ID.exec(runId);
+  const hex = match?.[1]?.replaceAll("-", "") ?? match?.[2];
+  // Every run of the server has such an id; another would not be found again anyway.
+  if (!hex) return `call_${runId}_${index}`;
+  return `call_${match?.[1] ? "c" : "r"}${Buffer.from(hex, "hex").toString("base64url")}_${index}`;
 }
 
-/** The run and call a client's call id names (see `wireCallId`); undefined for an id of another origin. */
-function readCallId(id: string): { runId: string; callId: string } | undefined {
-  const at = id.indexOf("__");
-  if (at <= 0 || at + 2 >= id.length) return undefined;
-  return { runId: id.slice(0, at), callId: id.slice(at + 2) };
+/** The run and the call's place in its reply that a client's call id names (see `wireCallId`); undefined for another id. */
+function readCallId(id: string): { runId: string; index: number } | undefined {
+  const match = WIRE_ID.exec(id);
+  if (!match) return undefined;
+  const hex = Buffer.from(match[2] as string, "base64url").toString("hex");
+  const runId =
+    match[1] === "c"
+      ? `chatcmpl-${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+      : `resp_${hex}`;
+  return { runId, index: Number(match[3]) };
 }
 
 /** A call a paused run hands the client: its wire id, its tool, its arguments as the model wrote them. */
@@ -135,8 +156,9 @@ export interface WireToolCall {
 /** The client's calls a run that stopped on `tool_calls` waits on, in call order; none for other stops. */
 export function clientCallsOf(result: RunResult): WireToolCall[] {
   if (result.stopReason !== "tool_calls") return [];
+  const calls = pendingCalls(result.state);
   return pendingClientCalls(result.state).map((call) => ({
-    id: wireCallId(result.runId, call.id),
+    id: wireCallId(result.runId, calls.indexOf(call)),
     name: call.name,
     arguments: call.arguments,
   }));
@@ -150,26 +172,56 @@ export interface SentResult {
   param: string;
 }
 
+/** The results of a request, by the place of their call in the reply the run waits on. */
+export interface PlacedResults {
+  runId: string;
+  results: (SentResult & { index: number })[];
+}
+
 /**
- * The run the results continue and the results under the run's own call ids; or the problem when
- * an id is not one this server handed out (`runId`: the run the request names otherwise, the
- * Responses API's `previous_response_id`) or the ids name several runs.
+ * The run the results continue, and each result's call; or the problem when an id is not one this
+ * server handed out (`runId`: the run the request names otherwise, the Responses API's
+ * `previous_response_id`) or the ids name several runs.
  */
 export function resultsFor(
   sent: readonly SentResult[],
   runId: string | undefined,
-): { runId: string; results: ClientToolResult[] } | RequestProblem {
-  const results: ClientToolResult[] = [];
+): PlacedResults | RequestProblem {
+  const results: PlacedResults["results"] = [];
   let run = runId;
-  for (const { id, content, param } of sent) {
-    const read = readCallId(id);
+  for (const result of sent) {
+    const read = readCallId(result.id);
     if (!read || (run !== undefined && read.runId !== run)) {
-      const message = `${param}: '${echoed(id)}' is not the id of a call this server's run ${run ?? ""} handed out: send the results of the calls of the last response, under their ids.`;
-      return { message: message.replace(" run  handed", " runs handed"), param };
+      const message = `${result.param}: '${echoed(result.id)}' is not the id of a call ${run === undefined ? "this server handed out" : `of run ${run}`}: send the results of the calls of the last response, under their ids.`;
+      return { message, param: result.param };
     }
     run = read.runId;
-    results.push({ id: read.callId, content });
+    results.push({ ...result, index: read.index });
   }
   if (run === undefined) return { message: "No tool results to continue a run with.", param: "messages" };
   return { runId: run, results };
+}
+
+/**
+ * The results under the run's own call ids, or the problem naming a result whose call the run does
+ * not wait on, or the waiting calls that have none.
+ */
+export function resultsOf(state: RunState, placed: PlacedResults): ClientToolResult[] | RequestProblem {
+  const calls = pendingCalls(state);
+  const out: ClientToolResult[] = [];
+  for (const { index, content, param, id } of placed.results) {
+    const call = calls[index];
+    if (!call) {
+      const message = `${param}: no call '${echoed(id)}' waits for a result in run ${placed.runId}.`;
+      return { message, param };
+    }
+    out.push({ id: call.id, content });
+  }
+  const missing = pendingClientCalls(state).filter((call) => !out.some((r) => r.id === call.id));
+  if (missing.length > 0) {
+    const ids = missing.map((call) => `${wireCallId(placed.runId, calls.indexOf(call))} (${call.name})`);
+    const message = `No result for the calls ${ids.join(", ")}: send one for each call of the last response.`;
+    return { message, param: placed.results[0]?.param ?? "messages" };
+  }
+  return out;
 }
