@@ -1,11 +1,11 @@
 export type { AgentOptions, AnyAgent, ResumeOptions, RunOptions } from "./agent/agent.js";
 export { Agent, DEFAULTS } from "./agent/agent.js";
+export type { ClientToolResult } from "./agent/client-tools.js";
 export { RunHandle } from "./agent/handle.js";
 export type { OutputOf, OutputSchema } from "./agent/output.js";
 export type { Budget, Mode, ToolProtocol } from "./agent/prompt.js";
 export type { ApprovalDecision } from "./agent/run.js";
 export { Session } from "./agent/session.js";
-export type { ClientToolResult } from "./agent/state.js";
 export type { AgentloopErrorCode } from "./core/errors.js";
 export { AgentloopError } from "./core/errors.js";
 export type {

@@ -3,7 +3,7 @@ import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
 import { newRunId } from "../core/ids.js";
 import { DEFAULT_MAX_MEDIA_BYTES, userMessage } from "../core/media.js";
 import type { UserInput } from "../core/messages.js";
-import { echoed, environmentSecrets, type Redactor, secretRedactor } from "../core/redact.js";
+import { environmentSecrets, type Redactor, secretRedactor } from "../core/redact.js";
 import {
   type ContextManager,
   type ContextTransform,
@@ -24,6 +24,7 @@ import type { OptionsOf, ResumeOptions, RunOptions } from "./run-options.js";
 export { DEFAULTS } from "./defaults.js";
 export type { ResumeOptions, RunOptions } from "./run-options.js";
 
+import { checkClientTools, clientTool, recordClientResults } from "./client-tools.js";
 import {
   type OutputOf,
   type OutputSchema,
@@ -33,15 +34,7 @@ import {
 } from "./output.js";
 import type { Budget, Mode, ToolProtocol } from "./prompt.js";
 import { type ApprovalDecision, type LoopOptions, startRun } from "./run.js";
-import {
-  afterHistory,
-  type ClientTool,
-  checkRunState,
-  type RunState,
-  recordClientResults,
-  recordDecisions,
-  reopen,
-} from "./state.js";
+import { afterHistory, checkRunState, type RunState, recordDecisions, reopen } from "./state.js";
 
 export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
   model: Model;
@@ -282,7 +275,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       this.options.model.id,
     );
     if (options.allowedTools) state.allowedTools.push(...options.allowedTools);
-    if (options.clientTools?.length) state.clientTools = this.clientTools(options.clientTools);
+    if (options.clientTools?.length) state.clientTools = checkClientTools(options.clientTools, this.tools);
     return this.start<Output>(state, options);
   }
 
@@ -314,7 +307,9 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       throw new AgentloopError("invalid_state", `Run ${s.runId} is not waiting for tool results.`);
     }
     if (options.clientTools)
-      s.clientTools = options.clientTools.length ? this.clientTools(options.clientTools) : undefined;
+      s.clientTools = options.clientTools.length
+        ? checkClientTools(options.clientTools, this.tools)
+        : undefined;
     reopen(s, this.options.model.id, options.answer);
     return this.start<OutputOf<S>>(s, options);
   }
@@ -404,41 +399,6 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       onApproval: o.onApproval,
     };
   }
-
-  /**
-   * A run's client tools, checked: valid names, unique, none of the agent's own.
-   * @throws AgentloopError("invalid_option") naming the tool at fault.
-   */
-  private clientTools(tools: readonly ClientTool[]): ClientTool[] {
-    const own = new Set(this.tools.map((tool) => tool.name));
-    const seen = new Set<string>();
-    for (const { name } of tools) {
-      const problem = !TOOL_NAME.test(name)
-        ? "is not a valid tool name (1 to 64 of a-z A-Z 0-9 _ -)"
-        : own.has(name)
-          ? "is one of the agent's own tools: rename the client tool"
-          : seen.has(name)
-            ? "is given twice: tool names must be unique"
-            : undefined;
-      if (problem) throw new AgentloopError("invalid_option", `Client tool '${echoed(name)}' ${problem}.`);
-      seen.add(name);
-    }
-    return tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
-  }
-}
-
-const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
-
-/** A client tool as the loop offers it: any arguments object goes to the caller, who validates them. */
-function clientTool(spec: ClientTool): Tool {
-  return {
-    ...spec,
-    external: true,
-    validate: (args) => ({ ok: true, value: args }),
-    execute: () => {
-      throw new Error(`'${spec.name}' is run by the caller.`);
-    },
-  };
 }
 
 /**

@@ -1,9 +1,9 @@
 import type { Message } from "../core/messages.js";
 import type { ClientTool, RunState } from "../core/run-state.js";
 import type { ToolChoice } from "../models/adapter.js";
+import type { ClientToolResult } from "./client-tools.js";
 import type { OutputSchema } from "./output.js";
 import type { Budget } from "./prompt.js";
-import type { ClientToolResult } from "./state.js";
 
 /** The options of one run (`agent.run()`, `agent.stream()`). */
 export interface RunOptions {

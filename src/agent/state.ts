@@ -12,7 +12,6 @@ import { echoed } from "../core/redact.js";
 import {
   type AwaitingAnswerState,
   type AwaitingApprovalState,
-  type AwaitingToolsState,
   type FinalStopReason,
   RUN_STATE_VERSION,
   type RunState,
@@ -23,7 +22,6 @@ import { repairReply } from "./repair.js";
 
 export type {
   AwaitingApprovalState,
-  ClientTool,
   FinalStopReason,
   RunState,
   StoppedState,
@@ -157,59 +155,8 @@ export function pendingApprovals(state: AwaitingApprovalState): PendingApproval[
 }
 
 /** Whether a call is of one of the caller's own tools (`clientTools`): the caller sends its result. */
-function isClientCall(state: RunState, call: { name: string }): boolean {
+export function isClientCall(state: RunState, call: { name: string }): boolean {
   return state.clientTools?.some((tool) => tool.name === call.name) === true;
-}
-
-/** The pending calls of the caller's own tools that have no result yet, in call order. */
-export function pendingClientCalls(state: RunState): ToolCall[] {
-  if (!state.pending || !state.clientTools) return [];
-  const done = answeredCalls(state);
-  return pendingCalls(state).filter((call) => !done.has(call.id) && isClientCall(state, call));
-}
-
-/** A result the caller of a run sends for a call of one of its own tools. */
-export interface ClientToolResult {
-  /** The call's id. */
-  id: string;
-  content: string;
-  isError?: boolean;
-}
-
-/**
- * Records the caller's results for the calls a run waits on (`awaiting_tools`), one for each.
- * @throws AgentloopError("invalid_state") naming the waiting calls, for an id that is not one of
- * them, or when one of them has no result.
- */
-export function recordClientResults(state: AwaitingToolsState, results: readonly ClientToolResult[]): void {
-  const waiting = pendingClientCalls(state);
-  const names = () => waiting.map((call) => `${call.id} (${call.name})`).join(", ") || "none";
-  const given = new Map(results.map((r) => [r.id, r]));
-  for (const id of given.keys()) {
-    if (!waiting.some((call) => call.id === id))
-      throw new AgentloopError(
-        "invalid_state",
-        `No call '${echoed(id)}' waits for a result; waiting: ${names()}.`,
-      );
-  }
-  const missing = waiting.filter((call) => !given.has(call.id));
-  if (missing.length > 0) {
-    const list = missing.map((call) => `${call.id} (${call.name})`).join(", ");
-    throw new AgentloopError(
-      "invalid_state",
-      `No result for the calls ${list}: send one for each waiting call.`,
-    );
-  }
-  for (const call of waiting) {
-    const result = given.get(call.id) as ClientToolResult;
-    state.messages.push({
-      role: "tool",
-      toolCallId: call.id,
-      name: call.name,
-      content: result.content,
-      isError: result.isError === true,
-    });
-  }
 }
 
 /** How a stopped run stopped: its reason, with the calls it waits on when it waits for approvals. */

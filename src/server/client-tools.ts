@@ -1,12 +1,7 @@
 import { z } from "zod";
 import type { AnyAgent } from "../agent/agent.js";
-import {
-  type ClientTool,
-  type ClientToolResult,
-  pendingCalls,
-  pendingClientCalls,
-  type RunState,
-} from "../agent/state.js";
+import { type ClientTool, type ClientToolResult, pendingClientCalls } from "../agent/client-tools.js";
+import { pendingCalls, type RunState } from "../agent/state.js";
 import type { RunResult } from "../core/events.js";
 import { echoed } from "../core/redact.js";
 import type { ToolChoice } from "../models/adapter.js";
