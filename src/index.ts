@@ -1,5 +1,6 @@
 export type { AgentOptions, AnyAgent, CompactResult, ResumeOptions, RunOptions } from "./agent/agent.js";
 export { Agent, DEFAULTS } from "./agent/agent.js";
+export type { ClientToolResult } from "./agent/client-tools.js";
 export { RunHandle } from "./agent/handle.js";
 export type { OutputOf, OutputSchema } from "./agent/output.js";
 export type { Budget, Mode, ToolProtocol } from "./agent/prompt.js";
@@ -30,14 +31,22 @@ export type {
   UserInput,
   UserMessage,
 } from "./core/messages.js";
-export type { GuardState, PendingCalls, RunState, RunStatus } from "./core/run-state.js";
+export type { ClientTool, GuardState, PendingCalls, RunState, RunStatus } from "./core/run-state.js";
 export { RUN_STATE_VERSION } from "./core/run-state.js";
 export type { CompactionOptions } from "./memory/compaction.js";
 export type { ContextManager, ContextOptions, ContextTransform } from "./memory/prune.js";
 export { contextManager } from "./memory/prune.js";
 export type { TokenCounter } from "./memory/tokens.js";
 export { contextWindowFor, tokenCounterFor, truncateToTokens } from "./memory/tokens.js";
-export type { Model, ModelError, ModelEvent, ModelReply, ModelRequest, ToolSpec } from "./models/adapter.js";
+export type {
+  Model,
+  ModelError,
+  ModelEvent,
+  ModelReply,
+  ModelRequest,
+  ToolChoice,
+  ToolSpec,
+} from "./models/adapter.js";
 export type { ModelPrice, PriceTable } from "./models/pricing.js";
 export { DEFAULT_PRICES } from "./models/pricing.js";
 export { calculator, convertTemperature, getCurrentTime } from "./tools/builtin/index.js";

@@ -145,6 +145,7 @@ describe("finishReason", () => {
       converse: "stop",
       ask_question: "stop",
       approval_required: "stop",
+      tool_calls: "tool_calls",
       max_iterations: "length",
       budget_exceeded: "length",
       aborted: "length",

@@ -27,6 +27,7 @@ export type { CompactResult } from "./compact.js";
 export { DEFAULTS } from "./defaults.js";
 export type { ResumeOptions, RunOptions } from "./run-options.js";
 
+import { checkClientTools, clientTool, recordClientResults } from "./client-tools.js";
 import {
   type OutputOf,
   type OutputSchema,
@@ -307,6 +308,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       this.options.model.id,
     );
     if (options.allowedTools) state.allowedTools.push(...options.allowedTools);
+    if (options.clientTools?.length) state.clientTools = checkClientTools(options.clientTools, this.tools);
     return this.start<Output>(state, options);
   }
 
@@ -333,6 +335,14 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     if (s.status === "awaiting_answer" && options.answer === undefined) {
       throw new AgentloopError("invalid_state", `Run ${s.runId} waits for an answer: pass { answer }.`);
     }
+    if (s.status === "awaiting_tools") recordClientResults(s, options.toolResults ?? []);
+    else if (options.toolResults !== undefined) {
+      throw new AgentloopError("invalid_state", `Run ${s.runId} is not waiting for tool results.`);
+    }
+    if (options.clientTools)
+      s.clientTools = options.clientTools.length
+        ? checkClientTools(options.clientTools, this.tools)
+        : undefined;
     reopen(s, this.options.model.id, options.answer);
     return this.start<OutputOf<S>>(s, options);
   }
@@ -363,10 +373,22 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     const { signal } = options;
     // A run with nothing of its own (most) shares the agent's options: one object for all its runs.
     let loop: LoopOptions;
-    if (!options.budget && options.instructions === undefined && output === this.output && this.fixedTools) {
+    const client = state.clientTools;
+    if (
+      !options.budget &&
+      options.instructions === undefined &&
+      output === this.output &&
+      this.fixedTools &&
+      !client
+    ) {
       this.shared ??= this.loopOptions(output, budget, undefined);
       loop = this.shared;
     } else loop = this.loopOptions(output, budget, options.instructions);
+    if (client) {
+      loop.tools = [...loop.tools, ...client.map(clientTool)];
+      loop.toolChoice = options.toolChoice;
+      loop.parallelToolCalls = options.parallelToolCalls;
+    }
     const runSignal =
       signal && timer
         ? AbortSignal.any([own.signal, signal, timer])
@@ -406,6 +428,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       compaction: this.compaction,
       price: this.price,
       redact: this.redact,
+      toolChoice: undefined,
+      parallelToolCalls: undefined,
       onApproval: o.onApproval,
     };
   }

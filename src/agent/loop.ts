@@ -201,7 +201,13 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           p.asked = undefined;
           if (state.pending && mayAskPerson(open, state)) {
             run.clock.forget();
-            p.asked = { pending: state.pending, ready: [], approval: false, question: undefined };
+            p.asked = {
+              pending: state.pending,
+              ready: [],
+              approval: false,
+              question: undefined,
+              client: false,
+            };
             p.asking = 0;
             p.at = ASK;
           } else p.at = EXECUTE;

@@ -2,7 +2,7 @@ import type { AgentEvent } from "../core/events.js";
 import type { Redactor } from "../core/redact.js";
 import type { FinalStopReason, RunState, StoppedState } from "../core/run-state.js";
 import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/prune.js";
-import type { Model, ModelRequest, ToolSpec } from "../models/adapter.js";
+import type { Model, ModelRequest, ToolChoice, ToolSpec } from "../models/adapter.js";
 import type { ModelPrice } from "../models/pricing.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
@@ -51,6 +51,9 @@ export interface LoopOptions {
    * call arguments, unsigned thinking), streamed deltas, tool results, progress and error messages.
    */
   redact?: Redactor;
+  /** The client tools' choice for the run's first model call, and `parallel_tool_calls` for all (set only with client tools). */
+  toolChoice?: ToolChoice;
+  parallelToolCalls?: boolean;
   /** Asks a person about a call that needs approval; without it such calls wait in the state. */
   onApproval?: (call: {
     id: string;
@@ -65,10 +68,13 @@ export interface LoopOptions {
  */
 export type Next = { type: "continue" } | Stop;
 
-/** What ends the loop: the run stops for good, or waits (for approvals or for the answer to `ask_question`; the state says which calls). */
+/**
+ * What ends the loop: the run stops for good, or waits (for approvals, the answer to `ask_question`
+ * or the results of client tools' calls; the state says which calls).
+ */
 export type Stop =
   | { type: "stop"; stopReason: FinalStopReason; error?: { message: string; code: string } }
-  | { type: "wait"; for: "approval" | "answer" };
+  | { type: "wait"; for: "approval" | "answer" | "tools" };
 
 /**
  * A run's loop: its options and what is derived from them once. It is also what its tool calls
@@ -89,6 +95,11 @@ export interface Run extends ExecuteOptions {
   nativeTools: readonly ToolSpec[];
   /** The `output` of every request: set in natural mode for a model with `structuredOutput`. */
   requestOutput: ModelRequest["output"];
+  /**
+   * What the next requests say of tool calls (client tools only; else undefined): `toolChoice`
+   * for the next one alone, `parallelToolCalls` for all.
+   */
+  choice: Pick<ModelRequest, "toolChoice" | "parallelToolCalls"> | undefined;
   stable: string;
   /** Whether the budget has a limit (else nothing is counted against it). */
   budgeted: boolean;
@@ -189,6 +200,10 @@ export function startRun(
     tools,
     nativeTools,
     requestOutput,
+    choice:
+      options.toolChoice !== undefined || options.parallelToolCalls !== undefined
+        ? { toolChoice: options.toolChoice, parallelToolCalls: options.parallelToolCalls }
+        : undefined,
     stable,
     budgeted,
     streamOptions: { signal },

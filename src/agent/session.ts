@@ -103,6 +103,7 @@ const STATUS: Record<RunState["status"], RunRecordStatus> = {
   running: "running",
   awaiting_approval: "waiting",
   awaiting_answer: "waiting",
+  awaiting_tools: "waiting",
   completed: "completed",
 };
 

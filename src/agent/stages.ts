@@ -122,7 +122,19 @@ export function requestFor(state: RunState, run: Run, system: string): ModelRequ
 function requestOf(run: Run, system: string, messages: readonly Message[]): ModelRequest {
   const tools = run.nativeTools;
   const output = run.requestOutput;
-  return output ? { system, messages, tools, output } : { system, messages, tools };
+  const request: ModelRequest = output ? { system, messages, tools, output } : { system, messages, tools };
+  return run.choice ? chosen(request, run, run.choice) : request;
+}
+
+/** A request of a run with client tools: their `toolChoice` on the first only, `parallelToolCalls` on every one. */
+function chosen(request: ModelRequest, run: Run, choice: NonNullable<Run["choice"]>): ModelRequest {
+  const { toolChoice, parallelToolCalls } = choice;
+  run.choice = parallelToolCalls === undefined ? undefined : { parallelToolCalls };
+  return {
+    ...request,
+    ...(toolChoice !== undefined && { toolChoice }),
+    ...(parallelToolCalls !== undefined && { parallelToolCalls }),
+  };
 }
 
 /**
@@ -249,11 +261,14 @@ export function callEvents(open: readonly PreparedCall[], runId: string, out: Ev
   }
 }
 
-/** Whether any of the calls may need a person: an approval rule, or `ask_question`. Calls no predicate. */
+/**
+ * Whether any of the calls may need a person (an approval rule, or `ask_question`) or waits for the
+ * caller (a client tool's). Calls no predicate.
+ */
 export function mayAskPerson(open: readonly PreparedCall[], state: RunState): boolean {
   for (const prepared of open) {
     const tool = prepared.tool;
-    if (awaitsAnswer(prepared)) return true;
+    if (awaitsAnswer(prepared) || tool?.external === true) return true;
     if ((tool?.needsApproval ?? tool?.annotations?.destructiveHint === true) && !prepared.error) {
       if (!state.allowedTools.includes(prepared.call.name)) return true;
     }
@@ -270,10 +285,13 @@ export interface Asked {
   approval: boolean;
   /** A valid `ask_question` call: the run waits for its answer. */
   question: PreparedCall | undefined;
+  /** Some calls are the caller's own tools' (`clientTools`): the run waits for their results. */
+  client: boolean;
 }
 
 /**
- * Asks about one call: one that needs no person is `ready`; `ask_question` waits for its answer;
+ * Asks about one call: one that needs no person is `ready`; `ask_question` waits for its answer, a
+ * client tool's call for its result;
  * one that needs an approval and has no decision yet gets an `approval_request`, then
  * `onApproval` decides ("ask": the loop awaits `approve`) or, without it, the call waits. Returns
  * false for a call declined before (the loop records its result with `decline`).
@@ -287,6 +305,11 @@ export function ask(
 ): "ask" | boolean {
   if (awaitsAnswer(prepared)) {
     asked.question ??= prepared;
+    return true;
+  }
+  // The caller runs it; one it could not be sent (arguments not one JSON object) gets its error result here.
+  if (prepared.tool?.external === true && !prepared.error) {
+    asked.client = true;
     return true;
   }
   if (!needsApproval(prepared, state)) {
@@ -387,6 +410,7 @@ export function decide(state: RunState, run: Run, asked: Asked | undefined, ende
     state.output = String(asked.question.arguments.question ?? "");
     return { type: "wait", for: "answer" };
   }
+  if (asked?.client) return { type: "wait", for: "tools" };
   return callsDone(state, state.pending, run, endedAt);
 }
 

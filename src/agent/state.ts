@@ -63,6 +63,7 @@ export function newRunState(
     allowedTools: [],
     pending: undefined,
     outputSchema: undefined,
+    clientTools: undefined,
   };
 }
 
@@ -159,7 +160,12 @@ export function isQuestion(call: { name: string }): boolean {
 
 /** The calls a run waiting for approvals waits on (`turn_complete.pendingApprovals`). */
 export function pendingApprovals(state: AwaitingApprovalState): PendingApproval[] {
-  return waitingApprovals(state, (call) => !isQuestion(call));
+  return waitingApprovals(state, (call) => !isQuestion(call) && !isClientCall(state, call));
+}
+
+/** Whether a call is of one of the caller's own tools (`clientTools`): the caller sends its result. */
+export function isClientCall(state: RunState, call: { name: string }): boolean {
+  return state.clientTools?.some((tool) => tool.name === call.name) === true;
 }
 
 /** How a stopped run stopped: its reason, with the calls it waits on when it waits for approvals. */
@@ -171,14 +177,21 @@ export function stopOutcome(state: StoppedState): StopOutcome {
 
 /**
  * The run stops (`completed`, its open calls closed, `error` when it stopped on one) or waits for a
- * person (`approval` or `answer`, its pending calls kept).
+ * person (`approval` or `answer`) or for the caller's results (`tools`), its pending calls kept.
  */
 export function conclude(
   state: RunState,
-  end: { stopReason: FinalStopReason; error?: { message: string; code: string } } | "approval" | "answer",
+  end:
+    | { stopReason: FinalStopReason; error?: { message: string; code: string } }
+    | "approval"
+    | "answer"
+    | "tools",
 ): asserts state is StoppedState {
   const s = state;
-  if (end === "approval") {
+  if (end === "tools") {
+    s.status = "awaiting_tools";
+    s.stopReason = "tool_calls";
+  } else if (end === "approval") {
     s.status = "awaiting_approval";
     s.stopReason = "approval_required";
   } else if (end === "answer") {

@@ -12,6 +12,8 @@ export const EXIT_CODES: Record<StopReason, number> = {
   aborted: 130,
   model_error: 5,
   approval_required: 8,
+  // Only a server's client sends tools of its own; a run waiting on them waits as one for approvals does.
+  tool_calls: 8,
 };
 
 /** Exit code for bad usage and configuration errors. */

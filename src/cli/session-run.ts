@@ -217,6 +217,8 @@ function whereItStands(id: string, last: RunState | undefined): string {
         .join(", ");
       return `session '${id}' waits for approval of ${calls}: decide with agentloop run --session ${id} --approve <ids>|all or --deny <ids>|all`;
     }
+    case "awaiting_tools":
+      return `the last run of session '${id}' waits for the results of its server client's own tools (only that client sends them): send a new prompt with agentloop run --session ${id} "<prompt>"`;
     default:
       return `the last run of session '${id}' was interrupted: continue it with agentloop run --session ${id} --resume`;
   }

@@ -65,7 +65,8 @@ const noSession = (id: string) =>
 function statusText(summary: SessionSummary): string {
   if (summary.status === "completed") return `completed ${summary.stopReason ?? ""}`.trim();
   if (summary.status === "waiting") {
-    return summary.stopReason === "approval_required" ? "waiting (approval)" : "waiting (answer)";
+    if (summary.stopReason === "approval_required") return "waiting (approval)";
+    return summary.stopReason === "tool_calls" ? "waiting (tool results)" : "waiting (answer)";
   }
   return summary.status;
 }

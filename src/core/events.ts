@@ -12,7 +12,9 @@ export type StopReason =
   | "budget_exceeded"
   | "aborted"
   | "model_error"
-  | "approval_required";
+  | "approval_required"
+  /** The model called tools the caller runs itself (`RunOptions.clientTools`): the run waits for their results. */
+  | "tool_calls";
 
 /** A tool call waiting for a person's decision. */
 export interface PendingApproval {

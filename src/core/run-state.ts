@@ -6,9 +6,10 @@ export const RUN_STATE_VERSION = 1;
 
 /**
  * Where a run stands: `running` (or interrupted: its process died while it ran), waiting for
- * approvals or for the answer to `ask_question`, or `completed`.
+ * approvals, for the answer to `ask_question` or for the results of the caller's own tools
+ * (`clientTools`), or `completed`.
  */
-export type RunStatus = "running" | "awaiting_approval" | "awaiting_answer" | "completed";
+export type RunStatus = "running" | "awaiting_approval" | "awaiting_answer" | "awaiting_tools" | "completed";
 
 /**
  * A run as a plain, JSON-serialisable value, typed by its `status`: a waiting run has the calls
@@ -17,7 +18,12 @@ export type RunStatus = "running" | "awaiting_approval" | "awaiting_answer" | "c
  * `Agent.resume()` continues it, in this process or another. Nothing in it is a class, a
  * function or a cycle.
  */
-export type RunState = RunningState | AwaitingApprovalState | AwaitingAnswerState | CompletedState;
+export type RunState =
+  | RunningState
+  | AwaitingApprovalState
+  | AwaitingAnswerState
+  | AwaitingToolsState
+  | CompletedState;
 
 /** A run that has not stopped: `running`, or interrupted (its process died while it ran). */
 interface RunningState extends RunStateFields {
@@ -41,6 +47,13 @@ export interface AwaitingAnswerState extends RunStateFields {
   pending: PendingCalls;
 }
 
+/** A run that waits for the results of its pending calls of the caller's own tools (`clientTools`). */
+export interface AwaitingToolsState extends RunStateFields {
+  status: "awaiting_tools";
+  stopReason: "tool_calls";
+  pending: PendingCalls;
+}
+
 /** A run that stopped for good: every call has its result. */
 interface CompletedState extends RunStateFields {
   status: "completed";
@@ -52,7 +65,7 @@ interface CompletedState extends RunStateFields {
 export type StoppedState = Exclude<RunState, RunningState>;
 
 /** Why a run stopped for good (not waiting). */
-export type FinalStopReason = Exclude<StopReason, "approval_required" | "ask_question">;
+export type FinalStopReason = Exclude<StopReason, "approval_required" | "ask_question" | "tool_calls">;
 
 /** What every run state has, whatever its `status` (its `stopReason` and `pending` depend on it). */
 interface RunStateFields {
@@ -87,6 +100,21 @@ interface RunStateFields {
    * agent given no schema (e.g. `agentloop run --session <id> --approve all`) still validates it.
    */
   outputSchema?: Record<string, unknown>;
+  /**
+   * Tools the caller runs itself (a server's client), offered beside the agent's own: a call of one
+   * pauses the run (`awaiting_tools`) until the caller sends its result. Kept so the run goes on
+   * offering them when it is continued.
+   */
+  clientTools?: ClientTool[];
+}
+
+/** A tool the caller of a run executes itself: what the model is told of it. */
+export interface ClientTool {
+  /** Matches `^[a-zA-Z0-9_-]{1,64}$`, and is none of the agent's own tools. */
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments object. */
+  parameters: Record<string, unknown>;
 }
 
 export interface GuardState {

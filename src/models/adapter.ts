@@ -21,7 +21,14 @@ export interface ModelRequest {
    * `output_config.format` or a forced tool); the loop validates the answer either way.
    */
   output?: { name: string; schema: Record<string, unknown> };
+  /** Which tool calls this reply must make (the provider's `tool_choice`); absent: the provider's default ("auto"). */
+  toolChoice?: ToolChoice;
+  /** Whether the reply may make several tool calls (the provider's `parallel_tool_calls`); absent: its default. */
+  parallelToolCalls?: boolean;
 }
+
+/** Which tool calls a model call must make: any or none ("auto"), at least one ("required"), or one of that tool. */
+export type ToolChoice = "auto" | "required" | { name: string };
 
 /**
  * What a model call streams. Deltas first, then exactly one terminal event: `done` with the

@@ -155,6 +155,17 @@ export function toAnthropicMessages(messages: readonly Message[], cache?: Anthro
   return out;
 }
 
+/** A request's `toolChoice` and `parallelToolCalls` as Anthropic's `tool_choice`. */
+function anthropicChoice(request: ModelRequest): Record<string, unknown> {
+  const choice = request.toolChoice;
+  const type = choice === "required" ? "any" : typeof choice === "object" ? "tool" : "auto";
+  return {
+    type,
+    ...(typeof choice === "object" && { name: choice.name }),
+    ...(request.parallelToolCalls === false && { disable_parallel_tool_use: true }),
+  };
+}
+
 /**
  * The request body: model, max_tokens, system (omitted when empty), messages, tools (omitted when
  * empty; with `structuredOutput: "tool"` the output tool last, and `tool_choice`), thinking,
@@ -200,7 +211,9 @@ export function toAnthropicRequestBody(
     ...(hasText(request.system) ? { system: request.system } : {}),
     messages: toAnthropicMessages(request.messages, options.cache),
     ...(tools.length > 0 ? { tools } : {}),
-    ...(mechanism === "tool" && { tool_choice: { type: budget === undefined ? "any" : "auto" } }),
+    ...(mechanism === "tool"
+      ? { tool_choice: { type: budget === undefined ? "any" : "auto" } }
+      : tools.length > 0 && request.toolChoice !== undefined && { tool_choice: anthropicChoice(request) }),
     ...(budget === undefined ? {} : { thinking: { type: "enabled", budget_tokens: budget } }),
     ...(output && mechanism === "native" && { output_config: { format: outputFormat(output.schema) } }),
     ...options.extraBody,

@@ -204,9 +204,16 @@ export function toResponsesRequestBody(
     ...(request.system ? { instructions: request.system } : {}),
     input,
     ...(tools.length > 0 ? { tools } : {}),
-    ...(tools.length > 0 && o.parallelToolCalls !== undefined
-      ? { parallel_tool_calls: o.parallelToolCalls }
+    ...(tools.length > 0 && (request.parallelToolCalls ?? o.parallelToolCalls) !== undefined
+      ? { parallel_tool_calls: request.parallelToolCalls ?? o.parallelToolCalls }
       : {}),
+    ...(tools.length > 0 &&
+      request.toolChoice !== undefined && {
+        tool_choice:
+          typeof request.toolChoice === "string"
+            ? request.toolChoice
+            : { type: "function", name: request.toolChoice.name },
+      }),
     ...(reasoning ? { reasoning } : {}),
     ...(encrypted ? { include: ["reasoning.encrypted_content"] } : {}),
     ...(request.output && { text: { format: { type: "json_schema", ...jsonSchemaFormat(request.output) } } }),

@@ -179,7 +179,7 @@ export interface ChatRequestOptions {
 }
 
 /**
- * The request body: model, messages, tools and `parallel_tool_calls` (both only with tools),
+ * The request body: model, messages, tools, `parallel_tool_calls` and `tool_choice` (only with tools),
  * `response_format` (json_schema, `strict` when the schema allows) for a request with `output`,
  * stream flags, then `extraBody`.
  */
@@ -196,9 +196,16 @@ export function toChatRequestBody(request: ModelRequest, o: ChatRequestOptions):
     model: o.model,
     messages: toChatMessages(request.system, request.messages, o.systemRole, o.audio, o.cache),
     ...(tools.length > 0 ? { tools } : {}),
-    ...(tools.length > 0 && o.parallelToolCalls !== undefined
-      ? { parallel_tool_calls: o.parallelToolCalls }
+    ...(tools.length > 0 && (request.parallelToolCalls ?? o.parallelToolCalls) !== undefined
+      ? { parallel_tool_calls: request.parallelToolCalls ?? o.parallelToolCalls }
       : {}),
+    ...(tools.length > 0 &&
+      request.toolChoice !== undefined && {
+        tool_choice:
+          typeof request.toolChoice === "string"
+            ? request.toolChoice
+            : { type: "function", function: { name: request.toolChoice.name } },
+      }),
     ...(request.output && { response_format: responseFormat(request.output) }),
     ...(o.stream ? { stream_options: { include_usage: true } } : {}),
     ...o.extraBody,

@@ -12,6 +12,7 @@ import { resumeOrphans } from "./orphans.js";
 import { type ClientKey, clientKeysProblem, DEFAULT_OWNER, ownedStore } from "./owners.js";
 import { requestLog, type ServerEnv } from "./request-log.js";
 import { createResponse } from "./responses.js";
+import { compactResponse } from "./responses-compact.js";
 import type { EndpointDeps } from "./run-request.js";
 import { continueRun, getRun } from "./run-routes.js";
 import { RunTracker } from "./runs.js";
@@ -112,7 +113,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * app: serve it with @hono/node-server, or call `app.request()` in tests. Routes:
  * `GET /` (web chat), `GET /favicon.ico`, `GET /healthz`, `GET /metrics` (Prometheus), and, behind the API key,
  * `GET /v1/models`, `GET /v1/models/:id`, `POST /v1/chat/completions`, `POST /v1/responses`
- * (the Responses API, see `createResponse`), `GET /v1/runs/:runId`,
+ * (the Responses API, see `createResponse`), `POST /v1/responses/compact` (see `compactResponse`), `GET /v1/runs/:runId`,
  * `POST /v1/runs/:runId/approvals` and `POST /v1/runs/:runId/resume`. Every response carries
  * `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` and `X-Frame-Options: DENY`;
  * the page a Content-Security-Policy that allows only its own script and style.
@@ -229,6 +230,7 @@ export function createApp(options: ServerOptions): AgentServer {
   };
   app.post("/v1/chat/completions", limit, refuseWhileDraining, (c) => chatCompletions(c, depsOf(c)));
   app.post("/v1/responses", limit, refuseWhileDraining, (c) => createResponse(c, depsOf(c)));
+  app.post("/v1/responses/compact", limit, refuseWhileDraining, (c) => compactResponse(c, depsOf(c)));
   app.get("/v1/runs/:runId", (c) => getRun(c, depsOf(c)));
   app.post("/v1/runs/:runId/approvals", limit, refuseWhileDraining, (c) =>
     continueRun(c, depsOf(c), "approvals"),

@@ -198,13 +198,16 @@ export function shutdownCut(runId: string, stored: boolean) {
 }
 
 /**
- * `finish_reason` per stop reason (SPEC section 6); `undefined` for the stops that are errors
+ * `finish_reason` per stop reason (SPEC section 6; `tool_calls` for a run waiting on the client's
+ * own tools, section 14); `undefined` for the stops that are errors
  * (`circuit_breaker`, `model_error`). `aborted` reaches a connected client only when the run's
  * time limit struck (a client that disconnected reads nothing), so like the other limits it is
  * `length`: the answer was cut short.
  */
-export function finishReason(stopReason: StopReason): "stop" | "length" | undefined {
+export function finishReason(stopReason: StopReason): "stop" | "length" | "tool_calls" | undefined {
   switch (stopReason) {
+    case "tool_calls":
+      return "tool_calls";
     case "final_answer":
     case "task_completion":
     case "converse":

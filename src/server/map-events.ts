@@ -1,5 +1,6 @@
 import { type AgentEvent, type PendingApproval, type RunResult, stopOutcomeOf } from "../core/events.js";
 import type { Usage } from "../core/messages.js";
+import { clientCallsOf, type WireToolCall } from "./client-tools.js";
 import { finishReason } from "./errors.js";
 
 type TurnComplete = Extract<AgentEvent, { type: "turn_complete" }>;
@@ -22,12 +23,35 @@ export interface Chunk {
   model: string;
   choices: {
     index: 0;
-    delta: { role?: "assistant"; content?: string; reasoning_content?: string };
-    finish_reason: "stop" | "length" | null;
+    delta: { role?: "assistant"; content?: string; reasoning_content?: string; tool_calls?: WireCallDelta[] };
+    finish_reason: FinishReason | null;
   }[];
   usage?: WireUsage;
   agentloop?: AgentEvent;
 }
+
+type FinishReason = "stop" | "length" | "tool_calls";
+
+/** One of the client's tool calls in a chunk (whole: a paused run has it complete). */
+interface WireCallDelta {
+  index: number;
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+/** One of the client's tool calls in a `chat.completion` message. */
+interface WireCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+const wireCall = (call: WireToolCall): WireCall => ({
+  id: call.id,
+  type: "function",
+  function: { name: call.name, arguments: call.arguments },
+});
 
 /** A non-streaming `chat.completion`; `agentloop` is the run's `turn_complete` event. */
 export interface Completion {
@@ -37,8 +61,14 @@ export interface Completion {
   model: string;
   choices: {
     index: 0;
-    message: { role: "assistant"; content: string; refusal: null; reasoning_content?: string };
-    finish_reason: "stop" | "length";
+    message: {
+      role: "assistant";
+      content: string;
+      refusal: null;
+      reasoning_content?: string;
+      tool_calls?: WireCall[];
+    };
+    finish_reason: FinishReason;
     logprobs: null;
   }[];
   usage: WireUsage;
@@ -179,6 +209,8 @@ export class RunTranscript {
  * - A run with an output schema (`typed`) streams no text: its content is the validated answer's
  *   JSON, sent at the end (nothing for a run that ended without one), so a client parsing it
  *   never reads narration or a rejected answer.
+ * - A run that waits on the client's own tools (SPEC section 14) sends their calls in one chunk's
+ *   `delta.tool_calls`, whole, before the end, whose `finish_reason` is `tool_calls`.
  * - The end: the `turn_complete` chunk carries `finish_reason`. For the error stops
  *   (`circuit_breaker`, `model_error`) the `turn_complete` chunk comes first and the last
  *   chunk is the `error` event, carrying `finish_reason: "stop"` so clients that require one
@@ -248,6 +280,9 @@ export class ChunkMapper {
     const { run } = this;
     const tail = run.tail(result);
     if (tail !== "") chunks.push(this.chunk({ content: tail }));
+    const calls = clientCallsOf(result);
+    if (calls.length > 0)
+      chunks.push(this.chunk({ tool_calls: calls.map((call, index) => ({ index, ...wireCall(call) })) }));
     const complete = run.turnComplete(result);
     const reason = finishReason(result.stopReason);
     if (cut) {
@@ -267,7 +302,8 @@ export class ChunkMapper {
    * The non-streaming answer of a run that did not end on an error stop, with the same content
    * the stream would have sent. Call after every event was mapped.
    */
-  completion(result: RunResult, reason: "stop" | "length"): Completion {
+  completion(result: RunResult, reason: FinishReason): Completion {
+    const calls = clientCallsOf(result);
     return {
       id: this.id,
       object: "chat.completion",
@@ -281,6 +317,7 @@ export class ChunkMapper {
             content: this.run.text + this.run.tail(result),
             refusal: null,
             ...(this.thinking !== "" && { reasoning_content: this.thinking }),
+            ...(calls.length > 0 && { tool_calls: calls.map(wireCall) }),
           },
           finish_reason: reason,
           logprobs: null,

@@ -11,6 +11,7 @@ import type {
   UserInput,
 } from "../core/messages.js";
 import { echoed } from "../core/redact.js";
+import { clientToolFields } from "./client-tools.js";
 
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
 /** OpenAI's image part; `detail` is accepted and left to the provider's default. */
@@ -37,8 +38,9 @@ const message = z.discriminatedUnion("role", [
 
 /**
  * The part of a Chat Completions request the server reads. `response_format` json_schema (or
- * json_object) is the run's output schema (see `requestedFormat`); other fields (temperature,
- * tools, ...) are accepted and ignored: the agent's own settings and tools apply.
+ * json_object) is the run's output schema (see `requestedFormat`); `tools`, `tool_choice` and
+ * `parallel_tool_calls` are the client's own tools (see `clientToolsOf`); other fields
+ * (temperature, ...) are accepted and ignored: the agent's own settings apply.
  */
 export const chatRequestSchema = z
   .object({
@@ -48,6 +50,7 @@ export const chatRequestSchema = z
     n: z.literal(1, { error: "only n = 1 is supported: an agent gives one answer." }).nullish(),
     stream_options: z.object({ include_usage: z.boolean().optional() }).loose().nullish(),
     response_format: z.unknown().optional(),
+    ...clientToolFields,
   })
   .loose();
 
@@ -61,7 +64,8 @@ export interface RunInput {
   input: UserInput;
 }
 
-function text(value: z.infer<typeof content>): string {
+/** The text of a message's content: its text parts, images left out, other parts named. */
+export function text(value: z.infer<typeof content>): string {
   if (value == null) return "";
   if (typeof value === "string") return value;
   return value

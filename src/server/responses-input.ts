@@ -3,16 +3,39 @@ import { AgentloopError } from "../core/errors.js";
 import { DEFAULT_MAX_MEDIA_BYTES, imagePart } from "../core/media.js";
 import type { AssistantMessage, ImageInput, MediaPart, Message, UserInput } from "../core/messages.js";
 import { echoed } from "../core/redact.js";
+import { clientToolFields } from "./client-tools.js";
 import { describeRequestIssue, type RequestProblem, type RunInput } from "./openai-compat.js";
+import { compactionMessage, compactionSummary } from "./responses-compact.js";
 
 const part = z.object({ type: z.string() }).loose();
 const content = z.union([z.string(), z.array(part)]);
 
 /**
+ * The request fields the response object echoes, each with its value when the request has none
+ * (what OpenAI's API answers): numbers where the Open Responses schema wants numbers.
+ */
+const ECHOED = [
+  ["temperature", z.number().nullish(), 1],
+  ["top_p", z.number().nullish(), 1],
+  ["presence_penalty", z.number().nullish(), 0],
+  ["frequency_penalty", z.number().nullish(), 0],
+  ["top_logprobs", z.number().int().nullish(), 0],
+  ["max_output_tokens", z.number().int().nullish(), null],
+  ["max_tool_calls", z.number().int().nullish(), null],
+  ["reasoning", z.record(z.string(), z.unknown()).nullish(), null],
+  ["service_tier", z.string().nullish(), "default"],
+  ["safety_identifier", z.string().nullish(), null],
+  ["prompt_cache_key", z.string().nullish(), null],
+  ["truncation", z.enum(["auto", "disabled"]).nullish(), "disabled"],
+  ["metadata", z.record(z.string(), z.string()).nullish(), {}],
+] as const;
+
+/**
  * The part of a Responses API request (`POST /v1/responses`) the server reads. `text.format`
- * json_schema (or json_object) is the run's output schema (see `requestedFormat`); other fields
- * (`tools`, `tool_choice`, `temperature`, `reasoning`, ...) are accepted and ignored, as chat
- * completions' are: the agent's own settings and tools apply.
+ * json_schema (or json_object) is the run's output schema (see `requestedFormat`); `tools`,
+ * `tool_choice` and `parallel_tool_calls` are the client's own tools (see `clientToolsOf`); the
+ * sampling fields (`temperature`, `reasoning`, ...) are accepted and echoed in the response
+ * object, not applied: the agent's own settings apply.
  */
 export const responsesRequestSchema = z
   .object({
@@ -24,8 +47,19 @@ export const responsesRequestSchema = z
     /** `false`: the run is not stored, even when the server has a store. */
     store: z.boolean().nullish(),
     text: z.object({ format: z.unknown().optional() }).loose().nullish(),
+    background: z
+      .literal(false, { error: "background responses are not supported: send the request without it." })
+      .nullish(),
+    ...clientToolFields,
+    ...Object.fromEntries(ECHOED.map(([name, type]) => [name, type])),
   })
   .loose();
+
+/** The fields of the response object that echo the request (`ECHOED`), with their defaults. */
+export function echoedFields(request: ResponsesRequest): Record<string, unknown> {
+  const body = request as Record<string, unknown>;
+  return Object.fromEntries(ECHOED.map(([name, , fallback]) => [name, body[name] ?? fallback]));
+}
 
 export type ResponsesRequest = z.infer<typeof responsesRequestSchema>;
 
@@ -79,6 +113,17 @@ export function toResponsesRunInput(request: ResponsesRequest): RunInput | Reque
     const param = `input.${i}`;
     const kind = typeof item.type === "string" ? item.type : "message";
     if (kind === "reasoning") continue;
+    if (kind === "compaction") {
+      const summary = compactionSummary(item);
+      if (summary === undefined) {
+        const message = `${param}: this compaction item was not made by this server (POST /v1/responses/compact here makes one it reads).`;
+        return { message, param };
+      }
+      if (unanswered.size > 0) return unansweredProblem(unanswered, param);
+      history.push(compactionMessage(summary));
+      assistant = undefined;
+      continue;
+    }
     if (kind === "function_call_output") {
       const parsed = functionCallOutput.safeParse(item);
       if (!parsed.success) return itemProblem(parsed.error, param, kind);

@@ -1,5 +1,6 @@
 import type { AgentEvent, RunResult } from "../core/events.js";
 import type { Usage } from "../core/messages.js";
+import { clientCallsOf, type WireToolCall } from "./client-tools.js";
 import { finishReason } from "./errors.js";
 import { type ErrorEvent, RunTranscript } from "./map-events.js";
 import type { RunWire, SSEItem } from "./respond.js";
@@ -21,7 +22,7 @@ interface ResponsesUsage {
   total_tokens: number;
 }
 
-function responsesUsage(usage: Usage): ResponsesUsage {
+export function responsesUsage(usage: Usage): ResponsesUsage {
   return {
     input_tokens: usage.inputTokens,
     input_tokens_details: { cached_tokens: usage.cachedInputTokens ?? 0 },
@@ -45,12 +46,25 @@ export interface ResponseBase {
   text?: { format: unknown };
   /** The run has an output schema: its text is only the validated answer's JSON (see `ChunkMapper`). */
   typed?: boolean;
+  /** Fields of the request the response object repeats (`temperature`, `tools`, `tool_choice`, ...), over the defaults. */
+  echo?: Record<string, unknown>;
+  /** The names of the client's own tools: their calls come as `function_call` items at the end, not as tool activity. */
+  clientTools?: ReadonlySet<string>;
 }
 
 type Part = { type: "output_text"; text: string; annotations: []; logprobs: [] };
 type Item =
   | { id: string; type: "message"; role: "assistant"; status: string; content: Part[] }
   | { id: string; type: "reasoning"; summary: []; content: { type: "reasoning_text"; text: string }[] };
+/** A call of one of the client's tools, which the run waits on (SPEC section 14). */
+type CallItem = {
+  id: string;
+  type: "function_call";
+  status: "in_progress" | "completed";
+  call_id: string;
+  name: string;
+  arguments: string;
+};
 
 /**
  * Turns one run's events into Responses API stream events (`response.created`, output items with
@@ -65,6 +79,9 @@ type Item =
  *   extra field `agentloop` holds the event.
  * - The output of a loop-breaking tool, and the line naming the calls a run stopped on
  *   `approval_required` waits for, come as a last message item.
+ * - A run that waits on the client's own tools (SPEC section 14) ends with their calls as
+ *   `function_call` items (`function_call_arguments` delta and done events, the arguments whole),
+ *   and `response.completed`; the `tool_call` events of those calls are not sent as tool activity.
  * - A run with an output schema (`typed`) streams no text: its message is the validated answer's
  *   JSON, sent at the end, as for chat completions.
  * - The end: `response.completed` whose `agentloop` is the `turn_complete` event; for the stops
@@ -75,7 +92,7 @@ type Item =
  */
 export class ResponsesMapper implements RunWire<ResponseEvent> {
   private sequence = 0;
-  private readonly output: Item[] = [];
+  private readonly output: (Item | CallItem)[] = [];
   /** The item deltas go to, while one is open. */
   private current: Item | undefined;
   private openText = "";
@@ -105,6 +122,7 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
       id,
       object: "response",
       created_at: createdAt,
+      completed_at: status === "completed" ? Math.max(createdAt, Math.floor(Date.now() / 1000)) : null,
       status,
       error: null,
       incomplete_details: null,
@@ -116,13 +134,24 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
       parallel_tool_calls: false,
       previous_response_id: previousResponseId,
       store,
-      temperature: null,
+      temperature: 1,
       text: this.base.text ?? { format: { type: "text" } },
       tool_choice: "auto",
       tools: [],
-      top_p: null,
+      top_p: 1,
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      top_logprobs: 0,
+      reasoning: null,
+      max_output_tokens: null,
+      max_tool_calls: null,
+      background: false,
+      service_tier: "default",
+      safety_identifier: null,
+      prompt_cache_key: null,
       truncation: "disabled",
       usage: null,
+      ...this.base.echo,
       ...extra,
     };
   }
@@ -143,6 +172,8 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
         this.run.take(event);
         return this.close();
       case "tool_call":
+        if (this.base.clientTools?.has(event.name)) return this.close();
+        return [...this.close(), this.event("keepalive", { agentloop: event })];
       case "tool_progress":
       case "tool_result":
       case "approval_request":
@@ -246,7 +277,10 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
     return { ...this.final(result), agentloop: this.run.turnComplete(result) };
   }
 
-  /** Closes the open item, then sends what ends the text (`RunTranscript.tail`) as a last message item. */
+  /**
+   * Closes the open item, then sends what ends the text (`RunTranscript.tail`) as a last message
+   * item, then the client's calls the run waits on as `function_call` items.
+   */
   private closeWithTail(result: RunResult): ResponseEvent[] {
     const events = this.close();
     const tail = this.run.tail(result);
@@ -254,6 +288,36 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
       this.run.text += tail;
       events.push(...this.delta("message", tail), ...this.close());
     }
+    for (const call of clientCallsOf(result)) events.push(...this.callItem(call));
+    return events;
+  }
+
+  /** A call of the client's tools as an output item, with its events (its arguments in one delta). */
+  private callItem(call: WireToolCall): ResponseEvent[] {
+    const index = this.output.length;
+    const id = `fc_${this.base.id.replace(/^resp_/, "")}_${index}`;
+    const item: CallItem = {
+      id,
+      type: "function_call",
+      status: "in_progress",
+      call_id: call.id,
+      name: call.name,
+      arguments: "",
+    };
+    this.output.push(item);
+    const where = { item_id: id, output_index: index };
+    const events = [this.event("response.output_item.added", { output_index: index, item: { ...item } })];
+    events.push(this.event("response.function_call_arguments.delta", { ...where, delta: call.arguments }));
+    item.arguments = call.arguments;
+    item.status = "completed";
+    events.push(
+      this.event("response.function_call_arguments.done", {
+        ...where,
+        name: call.name,
+        arguments: call.arguments,
+      }),
+      this.event("response.output_item.done", { output_index: index, item: { ...item } }),
+    );
     return events;
   }
 

@@ -6,6 +6,7 @@ import type { Message } from "../core/messages.js";
 import { echoed } from "../core/redact.js";
 import { SESSION_ID_PATTERN, type SessionStore } from "../store/types.js";
 import type { JsonSchema } from "../tools/tool.js";
+import type { ClientToolRequest } from "./client-tools.js";
 import { errorResponse } from "./errors.js";
 import { describeRequestIssue, type RequestProblem, type RunInput } from "./openai-compat.js";
 import { requestedFormat, runOutputSchema } from "./output-format.js";
@@ -43,8 +44,8 @@ export async function readRequest<S extends z.ZodType>(
 }
 
 /** The run a request asks for, or the 400 (413 for an image over the size limit) naming the part at fault. */
-export function runInputOf(input: RunInput | RequestProblem): RunInput | Response {
-  if (!("param" in input)) return input;
+export function runInputOf<T = RunInput>(input: T | RequestProblem): T | Response {
+  if (typeof input !== "object" || input === null || !("param" in input)) return input;
   const code = input.status === 413 ? "image_too_large" : "invalid_request";
   return errorResponse(input.status ?? 400, input.message, code, { param: input.param });
 }
@@ -103,6 +104,8 @@ export interface RunStart {
   store: SessionStore | undefined;
   named: string | undefined;
   outputSchema: JsonSchema | undefined;
+  /** The client's own tools (SPEC section 14), when the request sends some. */
+  client?: ClientToolRequest | undefined;
 }
 
 /** A started run, as `answerRun` takes it (with `release` and `stored` when it is stored). */
@@ -139,6 +142,11 @@ export async function startRun(
       ...(s.input.instructions !== "" && { instructions: s.input.instructions }),
       ...(session && { sessionId: session.id, checkpoint: storedRun(run, session) }),
       ...(s.outputSchema && { outputSchema: s.outputSchema }),
+      ...(s.client && {
+        clientTools: s.client.tools,
+        ...(s.client.toolChoice !== undefined && { toolChoice: s.client.toolChoice }),
+        ...(s.client.parallelToolCalls !== undefined && { parallelToolCalls: s.client.parallelToolCalls }),
+      }),
     });
     return session ? { handle, run, release: releaser(session), stored: true } : { handle, run };
   } catch (error) {

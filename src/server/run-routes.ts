@@ -42,6 +42,8 @@ function standing(state: RunState, sessionId: string): string {
       return `it waits for approvals: POST /v1/runs/${state.runId}/approvals`;
     case "awaiting_answer":
       return `it waits for the answer to its question: send it as a chat message with the header X-Agentloop-Session: ${sessionId}`;
+    case "awaiting_tools":
+      return "it waits for the results of the client's tool calls: send them as tool messages (function_call_output items)";
     case "running":
       return `it was interrupted: POST /v1/runs/${state.runId}/resume continues it`;
   }

@@ -19,8 +19,9 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 
 /**
  * A run's status as the store keeps it: the run state's `RunStatus` (the root export's), with
- * `awaiting_approval` and `awaiting_answer` both `waiting` (for approvals after
- * `approval_required`, for an answer after `ask_question`).
+ * `awaiting_approval`, `awaiting_answer` and `awaiting_tools` all `waiting` (for approvals after
+ * `approval_required`, for an answer after `ask_question`, for a server client's tool results after
+ * `tool_calls`).
  */
 export type RunRecordStatus = "running" | "waiting" | "completed";
 

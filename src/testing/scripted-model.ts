@@ -105,6 +105,8 @@ export function scriptedModel(
         get messages() {
           return messages.slice(0, length);
         },
+        ...(request.toolChoice !== undefined && { toolChoice: request.toolChoice }),
+        ...(request.parallelToolCalls !== undefined && { parallelToolCalls: request.parallelToolCalls }),
       });
       let step: ScriptedStep | undefined;
       try {

@@ -63,6 +63,11 @@ export interface Tool {
   readonly needsApproval?: boolean | ((args: unknown) => boolean);
   /** What the tool's source says about it (MCP tool annotations). */
   readonly annotations?: ToolAnnotations;
+  /**
+   * The caller runs it, not the loop (a run's `clientTools`): a call of it pauses the run with
+   * `tool_calls` once the other calls of its reply are done, and `execute` is never called.
+   */
+  readonly external?: boolean;
   /** Checks the parsed arguments; the message names the offending field. Must not throw. */
   validate(args: unknown): ValidationResult;
   /** Runs the tool. A non-string result is serialised to JSON; a throw becomes an error result. */
