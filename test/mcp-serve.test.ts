@@ -163,6 +163,9 @@ describe("agentloop mcp serve", () => {
     const bad = await client.callTool({ name: "run_agent", arguments: { session: "s" } });
     expect(bad.isError).toBe(true);
     expect(text(bad)).toMatch(/task/);
+    const empty = await client.callTool({ name: "run_agent", arguments: { task: " " } });
+    expect(empty.isError).toBe(true);
+    expect(text(empty)).toBe("The task is empty: say what the agent should do.");
     const badSession = await client.callTool({
       name: "run_agent",
       arguments: { task: "x", session: "no spaces allowed" },

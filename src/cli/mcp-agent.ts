@@ -160,6 +160,7 @@ async function runAgentCall(
       : options.agent;
   const canDecide = agent.options.onApproval !== undefined;
   const signal = extra.signal;
+  if (task.trim() === "") return errorResult("The task is empty: say what the agent should do.");
   if (sessionId === undefined) {
     const plan = planRun(undefined, { prompt: task, canDecide });
     return (await runCall(startPlan(agent, plan, { signal }), extra, undefined)).tool;

@@ -232,7 +232,9 @@ export async function serveCommand(flags: ServeFlags, version = "0.0.0"): Promis
       process.stderr.write(
         `agentloop: shutting down: finishing the requests in flight (up to ${drainMs / 1000} s; again to stop at once)\n`,
       );
-      void server.shutdown({ deadlineMs: drainMs }).then(() => {
+      // The MCP sessions then close: their streams end (a call still running is aborted).
+      void server.shutdown({ deadlineMs: drainMs }).then(async () => {
+        await mcp?.close();
         // The runs are over, but their last bytes may still be on their way to the clients.
         flushed = closeNow;
         if (writing.size === 0) closeNow();
