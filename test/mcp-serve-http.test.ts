@@ -149,6 +149,37 @@ describe("agentloop serve --mcp", () => {
     expect((await as("sk-alice")).status).toBe(200);
   });
 
+  it("answers malformed JSON-RPC, an unknown session and a huge body in the protocol's own error shape, and keeps serving", async () => {
+    const { url } = await serveMcp(() => ({ text: "Hello." }));
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      fetch(url, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${KEY}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...headers,
+        },
+        body,
+      });
+    const malformed = await post("{not json");
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toMatchObject({ jsonrpc: "2.0", error: { code: -32700 } });
+    const unknown = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }), {
+      "mcp-session-id": "no-such-session",
+    });
+    expect(unknown.status).toBe(404);
+    const huge = await post(
+      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: { x: "x".repeat(9_000_000) } }),
+    );
+    expect(huge.status).toBe(413);
+    const client = await connect(url);
+    await expect(client.callTool({ name: "no_such_tool", arguments: {} })).resolves.toMatchObject({
+      isError: true,
+    });
+    expect(text(await client.callTool({ name: "run_agent", arguments: { task: "Hi." } }))).toBe("Hello.");
+  });
+
   it("asks approvals through elicitation, on the call's own stream", async () => {
     const { url } = await serveMcp(callsThenAnswer([calc("c1")]), { approval: { require: ["calculator"] } });
     const asked: string[] = [];

@@ -308,7 +308,8 @@ describe("stdout in stdio mode", () => {
     });
     child.stdin.write("this is not JSON\n");
     send({ jsonrpc: "2.0", id: 3, method: "no/such/method" });
-    while (!(stdout.includes('"id":2}') && stdout.includes('"id":3')))
+    send({ jsonrpc: "2.0", id: 4, method: "tools/call", params: { name: "no_such_tool", arguments: {} } });
+    while (!['"id":2}', '"id":3', '"id":4'].every((id) => stdout.includes(id)))
       await new Promise((r) => setTimeout(r, 20));
     child.stdin.end();
     const code = await new Promise((resolve) => child.on("close", resolve));
@@ -319,6 +320,7 @@ describe("stdout in stdio mode", () => {
     const byId = (id: number) => lines.map((l) => JSON.parse(l)).find((m) => m.id === id);
     expect(byId(2).result.content[0].text).toBe("Results: c1=42");
     expect(byId(3).error.code).toBe(-32601);
+    expect(JSON.stringify(byId(4))).toContain("no_such_tool");
     const progress = lines.map((l) => JSON.parse(l)).filter((m) => m.method === "notifications/progress");
     expect(progress.length).toBeGreaterThan(3);
     expect(JSON.parse(progress.at(-1).params.message)).toMatchObject({ type: "turn_complete" });

@@ -47,9 +47,11 @@ export async function mcpServeCommand(flags: CliFlags, version: string): Promise
   try {
     await server.connect(transport);
     if (flags.verbose) log(`serving ${agent.options.model.id} over MCP on stdio (tool run_agent)`);
-    // The client is gone when stdin ends; a signal stops too. Closing aborts the runs in flight.
+    // The client is gone when stdin ends; a signal stops too, and so does the transport closing
+    // (the SDK closes it on a message over its 10 MB limit). Closing aborts the runs in flight.
     await new Promise<void>((resolve) => {
       const stop = () => resolve();
+      server.server.onclose = stop;
       process.stdin.once("end", stop);
       process.stdin.once("close", stop);
       for (const signal of STOP_SIGNALS) process.once(signal, stop);
