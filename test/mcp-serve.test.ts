@@ -274,6 +274,30 @@ describe("approvals", () => {
   });
 });
 
+describe("options of run", () => {
+  it("--yes approves every call without asking; --session is the session of calls that name none", async () => {
+    const w = await workspace(callsThenAnswer([calc("c1")]), { approval: { require: ["calculator"] } });
+    const asked: string[] = [];
+    const { client } = await connect(
+      w,
+      ["--yes", "--session", "d1", "--system", "Be brief."],
+      ({ message }) => {
+        asked.push(message);
+        return { action: "decline" };
+      },
+    );
+    expect(text(await client.callTool({ name: "run_agent", arguments: { task: "Compute." } }))).toBe(
+      "Results: c1=42",
+    );
+    expect(asked).toEqual([]);
+    const system = ((model?.requests[0]?.body.messages ?? []) as WireMessage[])[0];
+    expect(system).toMatchObject({ role: "system" });
+    expect(String(system?.content)).toContain("Be brief.");
+    const shown = await runCli(["sessions", "show", "d1", "--json"], { cwd: w.dir, env: w.env });
+    expect((JSON.parse(shown.stdout) as Message[]).at(-1)).toMatchObject({ content: "Results: c1=42" });
+  });
+});
+
 describe("stdout in stdio mode", () => {
   it("carries nothing but JSON-RPC messages, even with warnings and --verbose; the logs go to stderr", async () => {
     const w = await workspace(callsThenAnswer([calc("c1")]), {

@@ -152,6 +152,7 @@ async function runAgentCall(
   sessionId: string | undefined,
   extra: CallExtra,
 ): Promise<CallToolResult> {
+  if (task.trim() === "") return errorResult("The task is empty: say what the agent should do.");
   const eliciting = elicitingApprover(server, extra);
   // --yes wins: the agent approves by itself. Else the client's user decides, when it can be asked.
   const agent =
@@ -160,7 +161,6 @@ async function runAgentCall(
       : options.agent;
   const canDecide = agent.options.onApproval !== undefined;
   const signal = extra.signal;
-  if (task.trim() === "") return errorResult("The task is empty: say what the agent should do.");
   if (sessionId === undefined) {
     const plan = planRun(undefined, { prompt: task, canDecide });
     return (await runCall(startPlan(agent, plan, { signal }), extra, undefined)).tool;
