@@ -174,6 +174,34 @@ describe("agentloop mcp serve", () => {
     expect(text(badSession)).toMatch(/session: invalid id/);
   });
 
+  it("refuses a second call on a session while the first runs", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agentloop-mcp-busy-"));
+    const log = join(dir, "gate.log");
+    const gate = join(dir, "gate");
+    const w = await workspace(
+      (request) => {
+        const last = (request.body.messages as WireMessage[]).at(-1);
+        if (last?.role === "user") return { toolCalls: [{ id: "w1", name: "wait_for_file", arguments: {} }] };
+        return { text: "Gate open." };
+      },
+      { mcpServers: { gate: { command: process.execPath, args: [GATE, log, gate] } } },
+    );
+    const { client } = await connect(w);
+    const first = client.callTool({ name: "run_agent", arguments: { task: "Wait.", session: "busy" } });
+    while (!(existsSync(log) && readFileSync(log, "utf8").includes("wait started")))
+      await new Promise((r) => setTimeout(r, 20));
+    const second = await client.callTool({
+      name: "run_agent",
+      arguments: { task: "Me too.", session: "busy" },
+    });
+    expect(second.isError).toBe(true);
+    expect(text(second)).toBe(
+      "Session 'busy' is in use by another call: wait for its answer, or use another session.",
+    );
+    writeFileSync(gate, "");
+    expect(text(await first)).toBe("Gate open.");
+  });
+
   it("cancellation aborts the run and its tool call; the server keeps serving", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agentloop-mcp-cancel-"));
     const log = join(dir, "gate.log");

@@ -6,10 +6,10 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { Agent, type AnyAgent } from "../agent/agent.js";
 import type { RunHandle } from "../agent/handle.js";
-import type { Session } from "../agent/session.js";
+import { Session } from "../agent/session.js";
 import { waitingApprovals } from "../agent/state.js";
 import { AgentloopError, errorMessage } from "../core/errors.js";
-import { StoreError } from "../store/types.js";
+import { type SessionStore, StoreError } from "../store/types.js";
 import { type Approver, type CallExtra, elicitingApprover, errorResult, runCall } from "./mcp-agent-call.js";
 import {
   checkSessionId,
@@ -30,6 +30,23 @@ export interface McpSessions {
    * before it is created. Rejects with an AgentloopError (one line) when sessions cannot be used.
    */
   hold(id: string, check: (fresh: Pick<Session, "id" | "lastRun">) => void): Promise<HeldSession>;
+}
+
+/**
+ * The sessions of a store: each call takes its session (created on first use) and releases it.
+ * `store` gives the store (opened when first needed), or undefined when there is none, which
+ * `none` then explains.
+ */
+export function storeSessions(store: () => Promise<SessionStore | undefined>, none: string): McpSessions {
+  return {
+    hold: async (id, check) => {
+      const opened = await store();
+      if (!opened) throw new AgentloopError("config", none);
+      if ((await opened.read(id)) === undefined) check({ id, lastRun: undefined });
+      const session = await Session.open(opened, id);
+      return { session, close: () => session.release().catch(() => {}) };
+    },
+  };
 }
 
 /** A sub-agent offered as an MCP tool of its own name, taking `task`. */
@@ -167,7 +184,16 @@ async function runAgentCall(
   }
   checkSessionId(sessionId, "session: invalid id");
   const fresh: SessionRequest = { prompt: task, canDecide };
-  const held = await options.sessions.hold(sessionId, (s) => planRun(s, fresh));
+  const held = await options.sessions
+    .hold(sessionId, (s) => planRun(s, fresh))
+    .catch((error: unknown) => {
+      if (!(error instanceof StoreError) || error.code !== "session_busy")
+        throw storeFailure(error, sessionId);
+      throw new AgentloopError(
+        "config",
+        `Session '${sessionId}' is in use by another call: wait for its answer, or use another session.`,
+      );
+    });
   const controller = new AbortController();
   const both = AbortSignal.any([signal, controller.signal]);
   try {

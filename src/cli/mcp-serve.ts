@@ -1,10 +1,12 @@
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { SessionStore } from "../store/types.js";
 import { settingsFrom, setupAgent } from "./compose.js";
-import type { CliFlags, Settings } from "./config.js";
+import type { CliFlags } from "./config.js";
 import { cliElicitation } from "./elicitation.js";
 import { interruptible, STOP_SIGNALS } from "./interrupt.js";
-import { agentMcpServer, type McpSessions } from "./mcp-agent.js";
-import { checkSessionId, holdSession } from "./session-run.js";
+import { agentMcpServer, storeSessions } from "./mcp-agent.js";
+import { checkSessionId } from "./session-run.js";
+import { openStore } from "./store.js";
 
 /**
  * `agentloop mcp serve`: the agent as an MCP server on stdio (SPEC section 14), built as `run`
@@ -35,9 +37,18 @@ export async function mcpServeCommand(flags: CliFlags, version: string): Promise
     (made) => made.close(),
   );
   const log = (line: string) => process.stderr.write(`agentloop: ${line}\n`);
+  // The store run --session uses, opened by the first call that names a session, kept until the end.
+  let store: Promise<SessionStore> | undefined;
   const server = agentMcpServer({
     agent,
-    sessions: storeSessions(settings),
+    sessions: storeSessions(() => {
+      // A store that could not be opened (a PostgreSQL server down) is tried again by the next call.
+      store ??= openStore(settings).catch((error: unknown) => {
+        store = undefined;
+        throw error;
+      });
+      return store;
+    }, "no store"),
     version,
     ...(flags.session !== undefined && { defaultSession: flags.session }),
     log,
@@ -59,11 +70,7 @@ export async function mcpServeCommand(flags: CliFlags, version: string): Promise
   } finally {
     await server.close().catch(() => {});
     await close();
+    await store?.then((opened) => opened.close()).catch(() => {});
   }
   return 0;
-}
-
-/** The sessions of `run_agent`: the store `run --session` uses, opened for each call that names one. */
-function storeSessions(settings: Settings): McpSessions {
-  return { hold: (id, check) => holdSession(settings, id, check) };
 }

@@ -1,10 +1,8 @@
 // `agentloop serve --mcp`: the agent as an MCP server over Streamable HTTP at `/mcp` (SPEC section
 // 14), loaded only with the flag.
 import type { AnyAgent } from "../agent/agent.js";
-import { Session } from "../agent/session.js";
-import { AgentloopError } from "../core/errors.js";
 import { type McpHttpHandler, mcpHttpHandler } from "../server/mcp-http.js";
-import { agentMcpServer } from "./mcp-agent.js";
+import { agentMcpServer, storeSessions } from "./mcp-agent.js";
 
 /**
  * The `/mcp` handler of `agentloop serve`: each MCP session gets its own server of `agent`; a
@@ -22,19 +20,10 @@ export function serveMcp(
       agent,
       version,
       log,
-      sessions: {
-        hold: async (id, check) => {
-          if (!store) {
-            throw new AgentloopError(
-              "config",
-              `This server stores no session (${storeOff ?? "no store"}): call run_agent without a session, or serve with a store.`,
-            );
-          }
-          if ((await store.read(id)) === undefined) check({ id, lastRun: undefined });
-          const session = await Session.open(store, id);
-          return { session, close: () => session.release().catch(() => {}) };
-        },
-      },
+      sessions: storeSessions(
+        async () => store,
+        `This server stores no session (${storeOff ?? "no store"}): call run_agent without a session, or serve with a store.`,
+      ),
     });
     server.server.onerror = (error) => log(`MCP: ${error.message}`);
     return server;
