@@ -302,6 +302,70 @@ describe("approvals", () => {
   });
 });
 
+describe("an interrupted run", () => {
+  it("continues on its session with the task resume, in a new server process", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agentloop-mcp-resume-"));
+    const log = join(dir, "gate.log");
+    const gate = join(dir, "gate");
+    const w = await workspace(
+      (request) => {
+        const last = (request.body.messages as WireMessage[]).at(-1);
+        if (last?.role === "user") return { toolCalls: [{ id: "w1", name: "wait_for_file", arguments: {} }] };
+        return { text: `After the wait: ${last?.content}` };
+      },
+      { mcpServers: { gate: { command: process.execPath, args: [GATE, log, gate] } } },
+    );
+    const first = await connect(w);
+    void first.client
+      .callTool({ name: "run_agent", arguments: { task: "Wait.", session: "r" } })
+      .catch(() => {});
+    while (!(existsSync(log) && readFileSync(log, "utf8").includes("wait started")))
+      await new Promise((r) => setTimeout(r, 20));
+    process.kill((first.client.transport as StdioClientTransport).pid as number, "SIGKILL");
+
+    const second = await connect(w);
+    const refused = await second.client.callTool({
+      name: "run_agent",
+      arguments: { task: "Hello.", session: "r" },
+    });
+    expect(refused.isError).toBe(true);
+    expect(text(refused)).toContain('the task "resume"');
+    writeFileSync(gate, "");
+    const resumed = await second.client.callTool({
+      name: "run_agent",
+      arguments: { task: "resume", session: "r" },
+    });
+    expect(text(resumed)).toBe("After the wait: gate open");
+  });
+});
+
+describe("questions", () => {
+  it("a question is the result, with how to answer it; the answer on the session continues the run", async () => {
+    const w = await workspace(
+      (request) => {
+        const messages = request.body.messages as WireMessage[];
+        const answered = messages.find((m) => m.role === "tool");
+        if (!answered)
+          return { toolCalls: [{ id: "q1", name: "ask_question", arguments: { question: "Which city?" } }] };
+        return {
+          toolCalls: [
+            { id: "d1", name: "task_completion", arguments: { result: `Weather for ${answered.content}` } },
+          ],
+        };
+      },
+      { mode: "explicit" },
+    );
+    const { client } = await connect(w);
+    const asked = await client.callTool({ name: "run_agent", arguments: { task: "Weather?", session: "q" } });
+    expect(asked.isError).toBeFalsy();
+    const [question, how] = (asked.content as { text: string }[]).map((c) => c.text);
+    expect(question).toBe("Which city?");
+    expect(how).toContain('session "q" and the answer as the task');
+    const done = await client.callTool({ name: "run_agent", arguments: { task: "Paris", session: "q" } });
+    expect(text(done)).toBe("Weather for Paris");
+  });
+});
+
 describe("options of run", () => {
   it("--yes approves every call without asking; --session is the session of calls that name none", async () => {
     const w = await workspace(callsThenAnswer([calc("c1")]), { approval: { require: ["calculator"] } });

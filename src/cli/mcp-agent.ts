@@ -208,13 +208,21 @@ async function runAgentCall(
         `Session '${sessionId}' waits for approval of ${calls.map((c) => `${c.id} (${c.name})`).join(", ")}: call run_agent with this session and the task "approve" or "deny" first, then send your task.`,
       );
     }
-    const request: SessionRequest = !waiting
-      ? fresh
-      : word === "approve"
+    if (last?.status === "running" && word !== "resume") {
+      return errorResult(
+        `Session '${sessionId}' has an interrupted run (the process running it stopped): call run_agent with this session and the task "resume" to continue it, or use another session.`,
+      );
+    }
+    // The words that continue a run rather than start one: on a waiting run, `approve` or `deny`
+    // (all its calls); on an interrupted one (its process died), `resume`.
+    const request: SessionRequest =
+      waiting && word === "approve"
         ? { approve: ["all"], canDecide }
-        : word === "deny"
+        : waiting && word === "deny"
           ? { deny: ["all"], canDecide }
-          : fresh;
+          : last?.status === "running" && word === "resume"
+            ? { resume: true, canDecide }
+            : fresh;
     const plan: Plan = planRun(session, request);
     const allowedTools = session.lastRun?.allowedTools ?? [];
     const start = { signal: both, session, allowedTools };
