@@ -249,11 +249,15 @@ export async function main(argv: readonly string[]): Promise<number> {
     )
     .option("--resume-orphans", "resume interrupted runs of the store by themselves (any replica)")
     .option("--no-store", "store no run (default: where run --session stores, .agentloop/agentloop.db)")
+    .option(
+      "--mcp",
+      "serve the agent as an MCP server too, over Streamable HTTP at /mcp (the tool run_agent)",
+    )
     .action(async (flags: ServeFlags) => {
       refuse(flags, "serve", ["session", "resume", "approve", "deny", "yes"]);
       refuseImage(flags, "serve");
       const { serveCommand } = await import("./serve.js");
-      exitCode = await serveCommand(flags);
+      exitCode = await serveCommand(flags, program.version() ?? "0.0.0");
     });
 
   const sessions = program
@@ -286,7 +290,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       exitCode = await removeSession(id, flags);
     });
 
-  const mcp = program.command("mcp").description("MCP servers: login <server>, prompts");
+  const mcp = program
+    .command("mcp")
+    .description("MCP: serve (the agent as an MCP server), login <server>, prompts");
   mcp
     .command("login")
     .description(
@@ -297,6 +303,17 @@ export async function main(argv: readonly string[]): Promise<number> {
     .action(async (server: string, flags: { config?: string }) => {
       const { mcpLogin } = await import("./mcp-login.js");
       exitCode = await mcpLogin(server, flags);
+    });
+
+  withCommonOptions(mcp.command("serve"), ["model", "agent", "session"])
+    .description(
+      "serve the agent as an MCP server on stdio (the tool run_agent), for Claude Desktop, Claude Code, Cursor, VS Code",
+    )
+    .action(async (flags: CliFlags) => {
+      refuse(flags, "mcp serve", ["resume", "approve", "deny", "force", "json"]);
+      refuseImage(flags, "mcp serve");
+      const { mcpServeCommand } = await import("./mcp-serve.js");
+      exitCode = await mcpServeCommand(flags, program.version() ?? "0.0.0");
     });
 
   mcp

@@ -28,6 +28,8 @@ export interface ServeFlags extends CliFlags {
   resumeOrphans?: boolean;
   /** `false` (`--no-store`): store no run, not even in the default `.agentloop/agentloop.db`. */
   store?: boolean;
+  /** Serve the agent as an MCP server too, over Streamable HTTP at `/mcp` (SPEC section 14). */
+  mcp?: boolean;
 }
 
 const DEFAULT_PORT = 8787;
@@ -103,7 +105,7 @@ function parseCorsOrigins(value: string): string[] {
  * (0) once the server has closed.
  * @throws AgentloopError("config") for bad settings or an address that cannot be bound.
  */
-export async function serveCommand(flags: ServeFlags): Promise<number> {
+export async function serveCommand(flags: ServeFlags, version = "0.0.0"): Promise<number> {
   const host = bindAddress(flags.host ?? DEFAULT_HOST);
   const apiKey = process.env.AGENTLOOP_API_KEY?.trim() || undefined;
   const loopback = isLoopback(host);
@@ -152,7 +154,12 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     throw error;
   }
   const leaseMs = flags.lease === undefined ? (leaseFromEnv() ?? 30_000) : flags.lease * 1000;
+  const log = (line: string) => process.stderr.write(`agentloop: ${line}\n`);
+  const mcp = flags.mcp
+    ? (await import("./serve-mcp.js")).serveMcp(agent, version, storeOff(flags, settings), log)
+    : undefined;
   const close = async () => {
+    await mcp?.close();
     await closeAgent();
     await store?.close().catch(() => {});
   };
@@ -170,7 +177,8 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
       process.env.ANTHROPIC_API_KEY,
       ...mcpSecrets(settings),
     ].filter((s): s is string => s !== undefined),
-    log: (line) => process.stderr.write(`agentloop: ${line}\n`),
+    log,
+    ...(mcp && { mcp: mcp.handle }),
   });
   let http: Server;
   try {
@@ -183,7 +191,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   const port = typeof address === "object" && address ? address.port : flags.port;
   const origin = `http://${urlHost(host)}:${port}`;
   process.stderr.write(
-    `agentloop: serving ${settings.model} on ${origin} (OpenAI-compatible: /v1/chat/completions, /v1/responses)\n`,
+    `agentloop: serving ${settings.model} on ${origin} (OpenAI-compatible: /v1/chat/completions, /v1/responses${mcp ? "; MCP: /mcp" : ""})\n`,
   );
   process.stderr.write(
     store
@@ -224,7 +232,9 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
       process.stderr.write(
         `agentloop: shutting down: finishing the requests in flight (up to ${drainMs / 1000} s; again to stop at once)\n`,
       );
-      void server.shutdown({ deadlineMs: drainMs }).then(() => {
+      // The MCP sessions then close: their streams end (a call still running is aborted).
+      void server.shutdown({ deadlineMs: drainMs }).then(async () => {
+        await mcp?.close();
         // The runs are over, but their last bytes may still be on their way to the clients.
         flushed = closeNow;
         if (writing.size === 0) closeNow();

@@ -7,6 +7,7 @@ import type { SessionStore } from "../store/types.js";
 import { chatCompletions } from "./chat.js";
 import { errorResponse, MAX_SHOWN_CHARS, type Redact, unexpectedErrorResponse } from "./errors.js";
 import { type AcceptedKey, acceptedKey, bearerKey, hostGuard, jsonBody, originGuard } from "./guards.js";
+import type { McpHttpHandler } from "./mcp-http.js";
 import { Metrics } from "./metrics.js";
 import { resumeOrphans } from "./orphans.js";
 import { type ClientKey, clientKeysProblem, DEFAULT_OWNER, ownedStore } from "./owners.js";
@@ -67,6 +68,11 @@ export interface ServerOptions {
    * once.
    */
   resumeOrphans?: { everyMs?: number; concurrency?: number };
+  /**
+   * MCP over Streamable HTTP at `/mcp` (SPEC section 14), behind the same key as `/v1`: answers
+   * each request, given its client (and that client's store, as `/v1` sees it).
+   */
+  mcp?: McpHttpHandler["handle"];
 }
 
 export interface ShutdownOptions {
@@ -149,6 +155,7 @@ export function createApp(options: ServerOptions): AgentServer {
     const auth = bearerKey(keys);
     app.use("/v1/*", auth);
     app.use("/metrics", auth);
+    app.use("/mcp", auth);
   }
   app.use("/v1/*", jsonBody);
 
@@ -236,6 +243,8 @@ export function createApp(options: ServerOptions): AgentServer {
     continueRun(c, depsOf(c), "approvals"),
   );
   app.post("/v1/runs/:runId/resume", limit, refuseWhileDraining, (c) => continueRun(c, depsOf(c), "resume"));
+  const { mcp } = options;
+  if (mcp) app.all("/mcp", (c) => mcp(c.req.raw, { owner: c.get("owner"), store: depsOf(c).store }));
 
   const stopOrphans =
     store && options.resumeOrphans
