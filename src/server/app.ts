@@ -4,6 +4,7 @@ import { secureHeaders } from "hono/secure-headers";
 import type { AnyAgent } from "../agent/agent.js";
 import { echoed, redactSecrets } from "../core/redact.js";
 import type { SessionStore } from "../store/types.js";
+import { A2A_PATH, mountA2a } from "./a2a.js";
 import { chatCompletions } from "./chat.js";
 import { errorResponse, MAX_SHOWN_CHARS, type Redact, unexpectedErrorResponse } from "./errors.js";
 import { type AcceptedKey, acceptedKey, bearerKey, hostGuard, jsonBody, originGuard } from "./guards.js";
@@ -148,6 +149,7 @@ export function createApp(options: ServerOptions): AgentServer {
     const auth = bearerKey(keys);
     app.use("/v1/*", auth);
     app.use("/metrics", auth);
+    app.use(A2A_PATH, auth);
   }
   app.use("/v1/*", jsonBody);
 
@@ -234,6 +236,7 @@ export function createApp(options: ServerOptions): AgentServer {
     continueRun(c, depsOf(c), "approvals"),
   );
   app.post("/v1/runs/:runId/resume", limit, refuseWhileDraining, (c) => continueRun(c, depsOf(c), "resume"));
+  mountA2a(app, deps, keys.length > 0, limit, refuseWhileDraining);
 
   const stopOrphans =
     store && options.resumeOrphans
