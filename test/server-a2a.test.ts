@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -317,7 +318,7 @@ describe("A2A", () => {
 
   it("answers bad JSON-RPC with the protocol's errors, never a stack trace, and keeps serving", async () => {
     const model = await fakeModel([{ text: "Still here." }]);
-    const { client, url } = await a2aClient({ agents: { a: new Agent({ model }) } });
+    const { client, url } = await a2aClient({ agents: { a: new Agent({ model }) }, maxBodyBytes: 64 * 1024 });
     const rpc = async (body: string, headers: Record<string, string> = {}) => {
       const response = await fetch(`${url}/a2a`, {
         method: "POST",
@@ -357,6 +358,13 @@ describe("A2A", () => {
       (await rpc('{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}', { "a2a-version": "0.3" }))
         .body.error?.message,
     ).toMatch(/A2A-Version: 1\.0/);
+    const huge = `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"${"a".repeat(100_000)}"}]}}}`;
+    const tooLarge = await rpc(huge);
+    expect(tooLarge.status).toBe(413);
+    expect(tooLarge.body.error).toEqual({
+      code: -32600,
+      message: "Request body too large: at most 65536 bytes.",
+    });
     const plain = await fetch(`${url}/a2a`, {
       method: "POST",
       headers: { "content-type": "text/plain" },
@@ -366,6 +374,37 @@ describe("A2A", () => {
       /application\/json/,
     );
     expect(answerOf(await send(client, [text("Hello?")]))).toBe("Still here.");
+  });
+});
+
+describe("A2A with per-client keys", () => {
+  it("a task is its client's: another client's key does not find it, nor cancel or continue it", async () => {
+    const model = await fakeModel([
+      { toolCalls: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }] },
+    ]);
+    const sha256 = (key: string) => createHash("sha256").update(key).digest("hex");
+    const keys = [
+      { name: "alice", sha256: sha256("alice-key") },
+      { name: "bob", sha256: sha256("bob-key") },
+    ];
+    const { port } = await listen({
+      agents: { notes: new Agent({ model, tools: tools().tools }) },
+      keys,
+      store: memoryStore(),
+    });
+    const url = `http://127.0.0.1:${port}`;
+    const alice = await clientAt(url, "alice-key");
+    const bob = await clientAt(url, "bob-key");
+    const waiting = await send(alice, [text("Save hi")]);
+    expect(waiting.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    await expect(bob.getTask({ tenant: "", id: waiting.id, historyLength: undefined })).rejects.toThrow(
+      /not found/i,
+    );
+    await expect(bob.cancelTask({ tenant: "", id: waiting.id, metadata: {} })).rejects.toThrow(/not found/i);
+    await expect(send(bob, [text("approve")], waiting.id)).rejects.toThrow(/not found/i);
+    expect(
+      (await alice.getTask({ tenant: "", id: waiting.id, historyLength: undefined })).status?.state,
+    ).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
   });
 });
 

@@ -179,13 +179,16 @@ export function a2aEngine(deps: EndpointDeps, secured: boolean): A2aEngine {
       }
     }
     if (method === "CancelTask" && typeof params.id === "string" && params.id !== "") {
-      const task = await tasks.load(params.id, context);
-      if (
-        task?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED ||
-        task?.status?.state === TaskState.TASK_STATE_WORKING
-      ) {
+      const state = (await tasks.load(params.id, context))?.status?.state;
+      if (state === TaskState.TASK_STATE_INPUT_REQUIRED || state === TaskState.TASK_STATE_WORKING) {
         const problem = await executor.closeStoredRun(params.id, context);
         if (problem) return { code: TASK_NOT_CANCELABLE, message: problem };
+      } else if (state !== undefined && state !== TaskState.TASK_STATE_CANCELED) {
+        const ended = TaskState[state].replace("TASK_STATE_", "").toLowerCase();
+        return {
+          code: TASK_NOT_CANCELABLE,
+          message: `Task ${params.id} has ended (${ended}): there is nothing to cancel.`,
+        };
       }
     }
     return undefined;

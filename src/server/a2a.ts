@@ -1,4 +1,5 @@
 import type { Hono, MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import type { A2aEngine, RpcReply } from "./a2a-engine.js";
 import type { ServerEnv } from "./request-log.js";
 import type { EndpointDeps } from "./run-request.js";
@@ -54,14 +55,14 @@ function sse(first: RpcReply, rest: AsyncGenerator<RpcReply, void, undefined>, e
 }
 
 /**
- * Adds the A2A routes. `guards` run before a JSON-RPC request (the body limit, the refusal while
- * draining); the app applies the API key to `A2A_PATH` as to `/v1`. `secured`: the card declares
- * the Bearer scheme.
+ * Adds the A2A routes. `guards` run before a JSON-RPC request (the refusal while draining), after a
+ * body over `maxBodyBytes` is refused (413, a JSON-RPC error); the app applies the API key to
+ * `A2A_PATH` as to `/v1`. `secured`: the card declares the Bearer scheme.
  */
 export function mountA2a(
   app: Hono<ServerEnv>,
   deps: EndpointDeps,
-  secured: boolean,
+  { secured, maxBodyBytes }: { secured: boolean; maxBodyBytes: number },
   ...guards: MiddlewareHandler[]
 ): void {
   let engine: Promise<A2aEngine> | undefined;
@@ -75,6 +76,11 @@ export function mountA2a(
     return c.json(card, 200, { "cache-control": "no-cache" });
   });
 
+  const tooLarge = `Request body too large: at most ${maxBodyBytes} bytes.`;
+  app.use(
+    A2A_PATH,
+    bodyLimit({ maxSize: maxBodyBytes, onError: (c) => c.json(rpcError(null, -32600, tooLarge), 413) }),
+  );
   for (const guard of guards) app.use(A2A_PATH, guard);
   app.post(A2A_PATH, async (c) => {
     if (!JSON_TYPE.test(c.req.header("content-type") ?? ""))

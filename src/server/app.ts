@@ -206,8 +206,9 @@ export function createApp(options: ServerOptions): AgentServer {
     });
   });
 
+  const maxBodyBytes = options.maxBodyBytes ?? 8 * 1024 * 1024;
   const limit = bodyLimit({
-    maxSize: options.maxBodyBytes ?? 8 * 1024 * 1024,
+    maxSize: maxBodyBytes,
     onError: () => errorResponse(413, "Request body too large.", "request_too_large"),
   });
   const deps: EndpointDeps = {
@@ -236,7 +237,7 @@ export function createApp(options: ServerOptions): AgentServer {
     continueRun(c, depsOf(c), "approvals"),
   );
   app.post("/v1/runs/:runId/resume", limit, refuseWhileDraining, (c) => continueRun(c, depsOf(c), "resume"));
-  mountA2a(app, deps, keys.length > 0, limit, refuseWhileDraining);
+  mountA2a(app, deps, { secured: keys.length > 0, maxBodyBytes }, refuseWhileDraining);
 
   const stopOrphans =
     store && options.resumeOrphans
