@@ -224,6 +224,10 @@ describe("A2A", () => {
       pendingApprovals: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }],
     });
     expect(ran).toEqual([]);
+    // The context is taken while its task waits: a new task in it is rejected, saying why.
+    const another = await send(client, [text("Something else")], "", waiting.contextId);
+    expect(another.status?.state).toBe(TaskState.TASK_STATE_REJECTED);
+    expect(textOf(another.status?.message?.parts)).toContain(`task ${waiting.id} in it waits for input`);
     // Something else than a decision: the task goes on waiting, told how to decide.
     const unclear = await send(client, [text("maybe later")], waiting.id);
     expect(unclear.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
@@ -293,6 +297,8 @@ describe("A2A", () => {
         const data = payload.value.status?.message?.parts.find((p) => p.content?.$case === "data");
         // The long call has started: cancel the task.
         if (data && JSON.stringify(data.content?.value).includes("toolCall")) {
+          // A message on a working task is refused.
+          await expect(send(client, [text("hurry")], taskId)).rejects.toThrow(/is working/);
           const cancelled = await client.cancelTask({ tenant: "", id: taskId, metadata: {} });
           expect(cancelled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
         }
