@@ -322,6 +322,38 @@ describe("A2A", () => {
     expect(ran).not.toContain("write hi");
   });
 
+  it("a stream sends keep-alive comments while a tool runs, and the official client reads through them", async () => {
+    const model = await fakeModel([{ toolCalls: [{ id: "l1", name: "wait", arguments: {} }] }]);
+    const { tools: list } = tools();
+    const { client, url } = await a2aClient({
+      agents: { a: new Agent({ model, tools: list }) },
+      keepAliveMs: 1,
+    });
+    const response = await fetch(`${url}/a2a`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "a2a-version": "1.0", accept: "text/event-stream" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 7,
+        method: "SendStreamingMessage",
+        params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "Wait" }] } },
+      }),
+    });
+    expect(response.headers.get("content-type")).toBe("text/event-stream");
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    const read = async () => {
+      const chunk = await reader.read();
+      return { done: chunk.done, text: decoder.decode(chunk.value, { stream: true }) };
+    };
+    let raw = "";
+    while (!raw.includes(": keep-alive\n\n")) raw += (await read()).text;
+    const taskId = /"task":\{"id":"([^"]+)"/.exec(raw)?.[1] as string;
+    await client.cancelTask({ tenant: "", id: taskId, metadata: {} });
+    for (let chunk = await read(); !chunk.done; chunk = await read()) raw += chunk.text;
+    expect(raw).toContain('"state":"TASK_STATE_CANCELED"');
+  });
+
   it("answers bad JSON-RPC with the protocol's errors, never a stack trace, and keeps serving", async () => {
     const model = await fakeModel([{ text: "Still here." }]);
     const { client, url } = await a2aClient({ agents: { a: new Agent({ model }) }, maxBodyBytes: 64 * 1024 });

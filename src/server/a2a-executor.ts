@@ -229,14 +229,9 @@ export class RunExecutor implements AgentExecutor {
     }
   };
 
-  /** Aborts the task's run on this server; its `execute` then ends the task `canceled`. */
-  cancelTask = async (taskId: string, bus: ExecutionEventBus): Promise<void> => {
-    const run = this.live.get(taskId);
-    if (run) {
-      run.abort();
-      return;
-    }
-    void bus; // no run here: the request handler records the cancellation itself
+  /** Aborts the task's run on this server; its `execute` then ends the task `canceled`. With no run here, the request handler records the cancellation itself. */
+  cancelTask = async (taskId: string): Promise<void> => {
+    this.live.get(taskId)?.abort();
   };
 
   /**

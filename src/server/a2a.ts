@@ -26,26 +26,52 @@ const encoder = new TextEncoder();
 const event = (data: unknown, type?: string) =>
   encoder.encode(`${type ? `event: ${type}\n` : ""}data: ${JSON.stringify(data)}\n\n`);
 
+const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
+
 /**
  * The responses of a stream as SSE, its first already read (an error before it is a plain JSON-RPC
- * error). The client leaving stops the stream, not the task's run.
+ * error), with a `: keep-alive` comment every `keepAliveMs` that passes without an event (a long
+ * tool call), so proxies keep the connection. The client leaving stops the stream, not the task's
+ * run.
  */
-function sse(first: RpcReply, rest: AsyncGenerator<RpcReply, void, undefined>, engine: A2aEngine) {
+function sse(
+  first: RpcReply,
+  rest: AsyncGenerator<RpcReply, void, undefined>,
+  engine: A2aEngine,
+  keepAliveMs: number,
+) {
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let quiet = false;
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
       controller.enqueue(event(first));
+      // One timer per stream: an event clears `quiet`, a tick without one sends the comment.
+      timer = setInterval(() => {
+        try {
+          if (quiet) controller.enqueue(KEEP_ALIVE);
+          quiet = true;
+        } catch {
+          clearInterval(timer); // the stream has closed
+        }
+      }, keepAliveMs);
+      timer.unref();
     },
     async pull(controller) {
       try {
         const next = await rest.next();
-        if (next.done) controller.close();
-        else controller.enqueue(event(next.value));
+        quiet = false;
+        if (next.done) {
+          clearInterval(timer);
+          controller.close();
+        } else controller.enqueue(event(next.value));
       } catch (error) {
+        clearInterval(timer);
         controller.enqueue(event({ jsonrpc: "2.0", id: first.id, error: engine.error(error) }, "error"));
         controller.close();
       }
     },
     async cancel() {
+      clearInterval(timer);
       await rest.return(undefined);
     },
   });
@@ -107,6 +133,6 @@ export function mountA2a(
       return c.json({ jsonrpc: "2.0", id, error: engine.error(error) });
     }
     if (first.done) return c.json(rpcError(null, -32603, "The stream ended before its first event."));
-    return sse(first.value, reply, engine);
+    return sse(first.value, reply, engine, deps.keepAliveMs);
   });
 }
