@@ -198,6 +198,42 @@ describe("A2A", () => {
     expect(answer).toBe("It is 42.");
   });
 
+  it("a task goes on when its stream's client leaves; GetTask reads its end", async () => {
+    const model = await fakeModel([
+      { toolCalls: [{ id: "g1", name: "gate", arguments: {} }] },
+      { text: "Done." },
+    ]);
+    let open: () => void = () => {};
+    const opened = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const gate = defineTool({
+      name: "gate",
+      description: "Waits.",
+      parameters: z.object({}),
+      execute: () => opened.then(() => "open"),
+    });
+    const { client } = await a2aClient({ agents: { a: new Agent({ model, tools: [gate] }) } });
+    let taskId = "";
+    for await (const event of client.sendMessageStream({
+      tenant: "",
+      message: message([text("Go")]),
+      configuration: undefined,
+      metadata: {},
+    })) {
+      if (event.payload?.$case === "task") taskId = event.payload.value.id;
+      break; // the client leaves
+    }
+    open();
+    let task = await client.getTask({ tenant: "", id: taskId, historyLength: undefined });
+    while (task.status?.state === TaskState.TASK_STATE_WORKING) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      task = await client.getTask({ tenant: "", id: taskId, historyLength: undefined });
+    }
+    expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(answerOf(task)).toBe("Done.");
+  });
+
   it("an approval makes the task input-required; `approve` continues it, and a data part decides by call id", async () => {
     const model = await fakeModel([
       { text: "Saving.", toolCalls: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }] },

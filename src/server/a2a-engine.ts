@@ -126,8 +126,8 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
 
 export function a2aEngine(deps: EndpointDeps, secured: boolean): A2aEngine {
   const store = deps.store ?? memoryStore();
-  const tasks = new RunTaskStore(store);
   const executor = new RunExecutor({ ...deps, store });
+  const tasks = new RunTaskStore(store, executor.running);
   const card = agentCard(deps, secured);
   const handler = new DefaultRequestHandler(
     card,

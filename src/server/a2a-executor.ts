@@ -110,6 +110,9 @@ export class RunExecutor implements AgentExecutor {
   /** `deps.store`: where runs are kept (a memory store when the server has none). */
   constructor(private readonly deps: EndpointDeps & { store: SessionStore }) {}
 
+  /** Whether a run of the task is in progress on this server. */
+  readonly running = (taskId: string): boolean => this.live.has(taskId);
+
   execute = async (ctx: RequestContext, bus: ExecutionEventBus): Promise<void> => {
     const { taskId, contextId } = ctx;
     const status = (state: TaskState, parts: Part[] = []) =>
@@ -149,8 +152,7 @@ export class RunExecutor implements AgentExecutor {
     try {
       started = ctx.task ? await this.continueRun(ctx, store) : await this.startRun(ctx, store);
     } catch (error) {
-      status(TaskState.TASK_STATE_FAILED, [textPart(this.deps.redact(errorMessage(error)))]);
-      return;
+      started = settled(TaskState.TASK_STATE_FAILED, this.deps.redact(errorMessage(error)));
     }
     if (!("handle" in started)) {
       status(started.state, started.parts);

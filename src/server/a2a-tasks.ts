@@ -238,14 +238,19 @@ export function taskOf(
 const LIVE = new Set<TaskState>([TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING]);
 
 /**
- * The SDK's `TaskStore` over the session store: a task in progress is held in memory as the SDK
- * saves it; any other is read from its stored run (`taskOf`). Scoped by the caller's owner: a
- * task of another client is not found.
+ * The SDK's `TaskStore` over the session store: a task whose run is in progress on this server is
+ * held in memory as the SDK saves it; any other is read from its stored run (`taskOf`), which
+ * also replaces a copy the SDK left behind (a stream whose client left before the run's last
+ * events). Scoped by the caller's owner: a task of another client is not found.
  */
 export class RunTaskStore implements TaskStore {
   private readonly live = new Map<string, Task>();
 
-  constructor(private readonly store: SessionStore) {}
+  /** `running`: whether a run of the task is in progress on this server. */
+  constructor(
+    private readonly store: SessionStore,
+    private readonly running: (taskId: string) => boolean,
+  ) {}
 
   private key(taskId: string, context: ServerCallContext): string {
     return `${ownerOf(context) ?? ""}\n${taskId}`;
@@ -258,13 +263,16 @@ export class RunTaskStore implements TaskStore {
   }
 
   async load(taskId: string, context: ServerCallContext): Promise<Task | undefined> {
-    const held = this.live.get(this.key(taskId, context));
-    if (held) return structuredClone(held);
+    const key = this.key(taskId, context);
+    const held = this.live.get(key);
+    if (held && this.running(taskId)) return structuredClone(held);
     const stored = await storedRunOf(storeFor(this.store, context), taskId);
-    return stored && taskOf(taskId, stored);
+    if (!stored) return held && structuredClone(held); // a task whose run has not started yet
+    this.live.delete(key);
+    return taskOf(taskId, stored);
   }
 
-  /** ListTasks is refused before it gets here (see a2a.ts): the store lists sessions, not runs. */
+  /** ListTasks is refused before it gets here (see a2a-engine.ts): the store lists sessions, not runs. */
   async list(): Promise<never> {
     throw new Error("ListTasks is not supported by this agent.");
   }
