@@ -1,4 +1,4 @@
-import { type Message as A2AMessage, type Part, TaskState } from "@a2a-js/sdk";
+import { type Part, TaskState } from "@a2a-js/sdk";
 import {
   AgentEvent,
   type AgentExecutor,
@@ -12,18 +12,8 @@ import { Session } from "../agent/session.js";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import type { RunState } from "../core/run-state.js";
 import { type SessionStore, StoreError } from "../store/types.js";
-import {
-  agentMessage,
-  answerArtifact,
-  answerOf,
-  dataPart,
-  settledStatus,
-  storedRunOf,
-  storeFor,
-  taskOf,
-  textPart,
-  waitingParts,
-} from "./a2a-tasks.js";
+import { agentMessage, answerArtifact, dataPart, decisionOf, textOf, textPart } from "./a2a-parts.js";
+import { answerOf, settledStatus, storedRunOf, storeFor, taskOf, waitingParts } from "./a2a-tasks.js";
 import type { EndpointDeps } from "./run-request.js";
 import type { TrackedRun } from "./runs.js";
 import { agentForRun, otherModel, storedRun } from "./sessions.js";
@@ -62,46 +52,6 @@ const NEVER = new AbortController().signal;
 
 /** Tool results in status messages are cut to this many characters. */
 const MAX_RESULT_CHARS = 2_000;
-
-/** The text of a message: its text parts, and its data parts as JSON, a line apart. */
-function textOf(message: A2AMessage, withData = true): string {
-  const texts: string[] = [];
-  for (const part of message.parts) {
-    const content = part.content;
-    if (content?.$case === "text") texts.push(content.value);
-    else if (withData && content?.$case === "data") texts.push(JSON.stringify(content.value));
-  }
-  return texts.join("\n");
-}
-
-const APPROVE = new Set(["approve", "approved", "yes", "y", "ok"]);
-const DENY = new Set(["deny", "denied", "no", "n"]);
-const HOW =
-  'Reply "approve" or "deny" (every waiting call), or send a data part {"approve": [call ids] | "all", "deny": [call ids] | "all"}.';
-
-type Ids = readonly string[] | "all";
-const isIds = (value: unknown): value is Ids =>
-  value === "all" || (Array.isArray(value) && value.every((id) => typeof id === "string"));
-
-/** The decisions a message takes on a run waiting for approvals, or why it takes none. */
-function decisionOf(message: A2AMessage): { approve?: Ids; deny?: Ids } | string {
-  for (const part of message.parts) {
-    const value: unknown = part.content?.$case === "data" ? part.content.value : undefined;
-    if (typeof value !== "object" || value === null || !("approve" in value || "deny" in value)) continue;
-    const { approve, deny } = value as { approve?: unknown; deny?: unknown };
-    if ((approve !== undefined && !isIds(approve)) || (deny !== undefined && !isIds(deny)))
-      return `"approve" and "deny" take a list of call ids or "all". ${HOW}`;
-    if (approve === "all" && deny === "all") return `"approve" and "deny" cannot both be "all". ${HOW}`;
-    return { ...(approve !== undefined && { approve }), ...(deny !== undefined && { deny }) };
-  }
-  const word = textOf(message, false)
-    .trim()
-    .toLowerCase()
-    .replace(/[.!]+$/, "");
-  if (APPROVE.has(word)) return { approve: "all" };
-  if (DENY.has(word)) return { deny: "all" };
-  return `Not understood as a decision. ${HOW}`;
-}
 
 export class RunExecutor implements AgentExecutor {
   /** The runs in progress on this server, by task id. */

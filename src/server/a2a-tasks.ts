@@ -1,16 +1,10 @@
-import {
-  type Message as A2AMessage,
-  type Artifact,
-  type Part,
-  Role,
-  type Task,
-  TaskState,
-} from "@a2a-js/sdk";
+import { type Message as A2AMessage, type Part, Role, type Task, TaskState } from "@a2a-js/sdk";
 import type { ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
 import { checkRunState, inCallOrder, pendingApprovals } from "../agent/state.js";
 import type { Message } from "../core/messages.js";
 import type { RunState } from "../core/run-state.js";
 import type { SessionStore, StoredSession } from "../store/types.js";
+import { agentMessage, answerArtifact, dataPart, textPart } from "./a2a-parts.js";
 import { ownedStore } from "./owners.js";
 
 /**
@@ -19,53 +13,6 @@ import { ownedStore } from "./owners.js";
  * input-required) is derived from the stored run, so it survives a restart and agrees with
  * `GET /v1/runs/{id}`; only a task in progress is held in memory, as the SDK writes it.
  */
-
-/** The id of the artifact that carries a task's answer (replaced each iteration, final at the end). */
-const ANSWER_ARTIFACT = "answer";
-
-export const textPart = (text: string): Part => ({
-  content: { $case: "text", value: text },
-  mediaType: "text/plain",
-  filename: "",
-  metadata: {},
-});
-
-export const dataPart = (value: unknown): Part => ({
-  content: { $case: "data", value },
-  mediaType: "application/json",
-  filename: "",
-  metadata: {},
-});
-
-/** A message of the agent's on a task. */
-export function agentMessage(
-  taskId: string,
-  contextId: string,
-  parts: Part[],
-  messageId?: string,
-): A2AMessage {
-  return {
-    messageId: messageId ?? crypto.randomUUID(),
-    contextId,
-    taskId,
-    role: Role.ROLE_AGENT,
-    parts,
-    metadata: {},
-    extensions: [],
-    referenceTaskIds: [],
-  };
-}
-
-export function answerArtifact(text: string): Artifact {
-  return {
-    artifactId: ANSWER_ARTIFACT,
-    name: "answer",
-    description: "The agent's answer.",
-    parts: [textPart(text)],
-    metadata: {},
-    extensions: [],
-  };
-}
 
 /** The owner a call context carries: the client of a per-client key, else none. */
 const ownerOf = (context: ServerCallContext): string | undefined => context.user?.userName || undefined;
