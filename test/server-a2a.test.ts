@@ -4,14 +4,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Message as A2AMessage, type Part, Role, type Task, TaskState } from "@a2a-js/sdk";
 import { type Client, ClientFactory } from "@a2a-js/sdk/client";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Agent, defineTool } from "../src/index.js";
 import { openAIChatModel } from "../src/models/openai.js";
 import type { ServerOptions } from "../src/server/index.js";
-import { memoryStore } from "../src/store/index.js";
+import { memoryStore, postgresStore } from "../src/store/index.js";
 import { type FakeOpenAIServer, type FakeResponse, startFakeOpenAIServer } from "../src/testing/index.js";
 import { listen } from "./support/listen.js";
+import { type Postgres, skipReason as pgSkip, startPostgres } from "./support/postgres.js";
 import { startServe } from "./support/serve-process.js";
 
 let upstream: FakeOpenAIServer | undefined;
@@ -481,6 +482,45 @@ describe("A2A with per-client keys", () => {
     ).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
   });
 });
+
+describe.skipIf(pgSkip !== undefined)(
+  `A2A replicas on one PostgreSQL ${pgSkip ? `(skipped: ${pgSkip})` : ""}`,
+  () => {
+    let pg: Postgres | undefined;
+    beforeAll(async () => {
+      pg = await startPostgres();
+    }, 60_000);
+    afterAll(() => pg?.stop());
+
+    it("a task waiting on one replica is read, approved and completed on another", async () => {
+      const model = await fakeModel([
+        { toolCalls: [{ id: "w1", name: "write_note", arguments: { text: "hi" } }] },
+        { text: "Saved." },
+      ]);
+      const url = await (pg as Postgres).database();
+      const [storeA, storeB] = [await postgresStore(url), await postgresStore(url)];
+      try {
+        const { ran, tools: list } = tools();
+        const agent = new Agent({ model, tools: list });
+        const a = await a2aClient({ agents: { notes: agent }, store: storeA });
+        const b = await a2aClient({ agents: { notes: agent }, store: storeB });
+        const waiting = await send(a.client, [text("Save hi")]);
+        expect(waiting.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+        const seen = await b.client.getTask({ tenant: "", id: waiting.id, historyLength: undefined });
+        expect(seen.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+        const done = await send(b.client, [text("yes")], waiting.id);
+        expect(answerOf(done)).toBe("Saved.");
+        expect(ran).toEqual(["write hi"]);
+        const onA = await a.client.getTask({ tenant: "", id: waiting.id, historyLength: undefined });
+        expect(onA.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+        expect(answerOf(onA)).toBe("Saved.");
+      } finally {
+        await storeA.close();
+        await storeB.close();
+      }
+    });
+  },
+);
 
 describe("A2A from agentloop serve", () => {
   it("declares the Bearer scheme and refuses calls without the key (401)", async () => {
