@@ -1,6 +1,7 @@
 import { type Part, TaskState } from "@a2a-js/sdk";
 import {
   AgentEvent,
+  type AgentExecutionEvent,
   type AgentExecutor,
   type ExecutionEventBus,
   type RequestContext,
@@ -10,6 +11,7 @@ import type { AnyAgent } from "../agent/agent.js";
 import type { RunHandle } from "../agent/handle.js";
 import { Session } from "../agent/session.js";
 import { AgentloopError, errorMessage } from "../core/errors.js";
+import type { AgentEvent as RunEvent } from "../core/events.js";
 import type { RunState } from "../core/run-state.js";
 import { type SessionStore, StoreError } from "../store/types.js";
 import { agentMessage, answerArtifact, dataPart, decisionOf, textOf, textPart } from "./a2a-parts.js";
@@ -53,6 +55,57 @@ const NEVER = new AbortController().signal;
 /** Tool results in status messages are cut to this many characters. */
 const MAX_RESULT_CHARS = 2_000;
 
+const now = () => new Date().toISOString();
+
+type Ids = Pick<RequestContext, "taskId" | "contextId">;
+
+function statusEvent({ taskId, contextId }: Ids, state: TaskState, parts: Part[]): AgentExecutionEvent {
+  const message = parts.length > 0 ? agentMessage(taskId, contextId, parts) : undefined;
+  return AgentEvent.statusUpdate({
+    taskId,
+    contextId,
+    status: { state, message, timestamp: now() },
+    metadata: {},
+  });
+}
+
+/** The `answer` artifact's update: appended to the text so far, or replacing it; `lastChunk` with the whole answer. */
+function answerEvent(
+  { taskId, contextId }: Ids,
+  text: string,
+  append: boolean,
+  lastChunk: boolean,
+): AgentExecutionEvent {
+  const artifact = answerArtifact(text);
+  return AgentEvent.artifactUpdate({ taskId, contextId, artifact, append, lastChunk, metadata: {} });
+}
+
+/**
+ * The task's update for one event of its run, if any: a text delta updates the answer (`fresh`:
+ * the iteration's first, which replaces the text of the iteration before), a tool call or result
+ * is a `working` status with a data part. The run's end is the caller's (after its result).
+ */
+function updateOf(ids: Ids, event: RunEvent, fresh: boolean): AgentExecutionEvent | undefined {
+  switch (event.type) {
+    case "message_delta":
+      return answerEvent(ids, event.text, !fresh, false);
+    case "tool_call": {
+      const { id, name, arguments: args } = event;
+      const call = dataPart({ toolCall: { id, name, arguments: args } });
+      return statusEvent(ids, TaskState.TASK_STATE_WORKING, [textPart(`Calling ${name}.`), call]);
+    }
+    case "tool_result": {
+      const { id, name, isError, content } = event;
+      const shown = content.length > MAX_RESULT_CHARS ? `${content.slice(0, MAX_RESULT_CHARS)}…` : content;
+      const result = dataPart({ toolResult: { id, name, isError, content: shown } });
+      const done = textPart(`${name} ${isError ? "failed" : "done"}.`);
+      return statusEvent(ids, TaskState.TASK_STATE_WORKING, [done, result]);
+    }
+    default:
+      return undefined;
+  }
+}
+
 export class RunExecutor implements AgentExecutor {
   /** The runs in progress on this server, by task id. */
   private readonly live = new Map<string, TrackedRun>();
@@ -65,38 +118,12 @@ export class RunExecutor implements AgentExecutor {
 
   execute = async (ctx: RequestContext, bus: ExecutionEventBus): Promise<void> => {
     const { taskId, contextId } = ctx;
-    const status = (state: TaskState, parts: Part[] = []) =>
-      bus.publish(
-        AgentEvent.statusUpdate({
-          taskId,
-          contextId,
-          status: {
-            state,
-            message: parts.length > 0 ? agentMessage(taskId, contextId, parts) : undefined,
-            timestamp: new Date().toISOString(),
-          },
-          metadata: {},
-        }),
-      );
-    const working = {
-      state: TaskState.TASK_STATE_WORKING,
-      message: undefined,
-      timestamp: new Date().toISOString(),
-    };
-    bus.publish(
-      AgentEvent.task(
-        ctx.task
-          ? { ...ctx.task, status: working }
-          : {
-              id: taskId,
-              contextId,
-              status: working,
-              artifacts: [],
-              history: [ctx.userMessage],
-              metadata: {},
-            },
-      ),
-    );
+    const status = (state: TaskState, parts: Part[] = []) => bus.publish(statusEvent(ctx, state, parts));
+    const working = { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: now() };
+    const task = ctx.task
+      ? { ...ctx.task, status: working }
+      : { id: taskId, contextId, status: working, artifacts: [], history: [ctx.userMessage], metadata: {} };
+    bus.publish(AgentEvent.task(task));
     const store = storeFor(this.deps.store, ctx.context);
     let started: Started | Settled;
     try {
@@ -111,65 +138,21 @@ export class RunExecutor implements AgentExecutor {
     const { handle, run, release } = started;
     this.live.set(taskId, run);
     try {
-      let fresh = true;
+      let fresh = true; // the next delta starts the iteration's text
       for await (const event of handle) {
-        switch (event.type) {
-          case "iteration_start":
-            fresh = true;
-            break;
-          case "message_delta":
-            bus.publish(
-              AgentEvent.artifactUpdate({
-                taskId,
-                contextId,
-                artifact: answerArtifact(event.text),
-                append: !fresh,
-                lastChunk: false,
-                metadata: {},
-              }),
-            );
-            fresh = false;
-            break;
-          case "tool_call":
-            status(TaskState.TASK_STATE_WORKING, [
-              textPart(`Calling ${event.name}.`),
-              dataPart({ toolCall: { id: event.id, name: event.name, arguments: event.arguments } }),
-            ]);
-            break;
-          case "tool_result": {
-            const { id, name, isError, content } = event;
-            const shown =
-              content.length > MAX_RESULT_CHARS ? `${content.slice(0, MAX_RESULT_CHARS)}…` : content;
-            status(TaskState.TASK_STATE_WORKING, [
-              textPart(`${name} ${isError ? "failed" : "done"}.`),
-              dataPart({ toolResult: { id, name, isError, content: shown } }),
-            ]);
-            break;
-          }
-        }
+        const update = updateOf(ctx, event, fresh);
+        if (update) bus.publish(update);
+        if (event.type === "iteration_start") fresh = true;
+        else if (event.type === "message_delta") fresh = false;
       }
       const { state } = await handle.result;
       if (run.cut) {
-        status(TaskState.TASK_STATE_FAILED, [
-          textPart(
-            `The server shut down during the run: it is interrupted, and POST /v1/runs/${taskId}/resume (or a server with --resume-orphans) continues it.`,
-          ),
-        ]);
+        const note = `The server shut down during the run: it is interrupted, and POST /v1/runs/${taskId}/resume (or a server with --resume-orphans) continues it.`;
+        status(TaskState.TASK_STATE_FAILED, [textPart(note)]);
         return;
       }
       const answer = answerOf(state);
-      if (answer !== undefined) {
-        bus.publish(
-          AgentEvent.artifactUpdate({
-            taskId,
-            contextId,
-            artifact: answerArtifact(answer),
-            append: false,
-            lastChunk: true,
-            metadata: {},
-          }),
-        );
-      }
+      if (answer !== undefined) bus.publish(answerEvent(ctx, answer, false, true));
       const final = settledStatus(taskId, state);
       status(final.state, final.parts);
     } catch (error) {
