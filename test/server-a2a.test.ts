@@ -309,6 +309,13 @@ describe("A2A", () => {
     expect(upstream?.requests[1]?.body?.messages).toContainEqual(
       expect.objectContaining({ role: "tool", tool_call_id: "q1", content: "Lyon" }),
     );
+    // Read back from the stored run: the input and the answer, the user's.
+    const stored = await client.getTask({ tenant: "", id: asked.id, historyLength: undefined });
+    expect(stored.history.map((m) => [m.role, textOf(m.parts)])).toEqual([
+      [Role.ROLE_USER, "Book a trip"],
+      [Role.ROLE_USER, "Lyon"],
+    ]);
+    expect(answerOf(stored)).toBe("Booked Lyon.");
   });
 
   it("CancelTask aborts a long tool call, and cancels a task waiting for approval", async () => {

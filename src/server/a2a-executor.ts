@@ -57,9 +57,9 @@ const MAX_RESULT_CHARS = 2_000;
 
 const now = () => new Date().toISOString();
 
-type Ids = Pick<RequestContext, "taskId" | "contextId">;
+type TaskIds = Pick<RequestContext, "taskId" | "contextId">;
 
-function statusEvent({ taskId, contextId }: Ids, state: TaskState, parts: Part[]): AgentExecutionEvent {
+function statusEvent({ taskId, contextId }: TaskIds, state: TaskState, parts: Part[]): AgentExecutionEvent {
   const message = parts.length > 0 ? agentMessage(taskId, contextId, parts) : undefined;
   return AgentEvent.statusUpdate({
     taskId,
@@ -71,7 +71,7 @@ function statusEvent({ taskId, contextId }: Ids, state: TaskState, parts: Part[]
 
 /** The `answer` artifact's update: appended to the text so far, or replacing it; `lastChunk` with the whole answer. */
 function answerEvent(
-  { taskId, contextId }: Ids,
+  { taskId, contextId }: TaskIds,
   text: string,
   append: boolean,
   lastChunk: boolean,
@@ -85,7 +85,7 @@ function answerEvent(
  * the iteration's first, which replaces the text of the iteration before), a tool call or result
  * is a `working` status with a data part. The run's end is the caller's (after its result).
  */
-function updateOf(ids: Ids, event: RunEvent, fresh: boolean): AgentExecutionEvent | undefined {
+function updateOf(ids: TaskIds, event: RunEvent, fresh: boolean): AgentExecutionEvent | undefined {
   switch (event.type) {
     case "message_delta":
       return answerEvent(ids, event.text, !fresh, false);

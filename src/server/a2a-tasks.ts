@@ -118,7 +118,7 @@ export function answerOf(state: RunState): string | undefined {
   return state.output;
 }
 
-/** The task's history: the run's input and the agent's texts since (tool calls and results left out). */
+/** The task's history: the run's input, the agent's texts and the answers to its questions (other calls and results left out). */
 function historyOf(taskId: string, contextId: string, messages: readonly Message[]): A2AMessage[] {
   let start = messages.length;
   while (start > 0 && (messages[start - 1] as Message).role !== "user") start--;
@@ -126,9 +126,11 @@ function historyOf(taskId: string, contextId: string, messages: readonly Message
   const history: A2AMessage[] = [];
   for (let i = start; i < messages.length; i++) {
     const m = messages[i] as Message;
-    if (m.role === "tool" || m.content === "") continue;
+    // The answers to its questions are the user's; other tool results are not shown.
+    const fromUser = m.role === "user" || (m.role === "tool" && m.name === "ask_question");
+    if ((m.role === "tool" && !fromUser) || m.content === "") continue;
     const message = agentMessage(taskId, contextId, [textPart(m.content)], `${taskId}-${i}`);
-    if (m.role === "user") message.role = Role.ROLE_USER;
+    if (fromUser) message.role = Role.ROLE_USER;
     history.push(message);
   }
   return history;
@@ -177,7 +179,7 @@ export function taskOf(
     },
     artifacts: answer === undefined ? [] : [answerArtifact(answer)],
     history: historyOf(taskId, contextId, state.messages),
-    metadata: { stopReason: state.stopReason ?? null, iterations: state.iteration },
+    metadata: {},
   };
 }
 
