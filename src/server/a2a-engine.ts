@@ -8,6 +8,7 @@ import {
   validateVersion,
 } from "@a2a-js/sdk/server";
 import { errorMessage } from "../core/errors.js";
+import { echoed } from "../core/redact.js";
 import { memoryStore } from "../store/memory-store.js";
 import { SESSION_ID_PATTERN } from "../store/types.js";
 import { RunExecutor } from "./a2a-executor.js";
@@ -216,7 +217,7 @@ export function a2aEngine(deps: EndpointDeps, secured: boolean): A2aEngine {
         validateVersion(context.requestedVersion, card, "JSONRPC");
       } catch (error) {
         const { code } = JsonRpcTransportHandler.mapToJSONRPCError(error);
-        const message = `A2A-Version ${version ?? "absent (0.3)"} is not served: send the header A2A-Version: 1.0.`;
+        const message = `A2A-Version ${version === undefined ? "absent (0.3)" : echoed(version)} is not served: send the header A2A-Version: 1.0.`;
         return { jsonrpc: "2.0", id, error: { code, message } };
       }
       try {
