@@ -114,7 +114,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * `GET /` (web chat), `GET /favicon.ico`, `GET /healthz`, `GET /metrics` (Prometheus), and, behind the API key,
  * `GET /v1/models`, `GET /v1/models/:id`, `POST /v1/chat/completions`, `POST /v1/responses`
  * (the Responses API, see `createResponse`), `GET /v1/runs/:runId`,
- * `POST /v1/runs/:runId/approvals` and `POST /v1/runs/:runId/resume`. Every response carries
+ * `POST /v1/runs/:runId/approvals` and `POST /v1/runs/:runId/resume`; and Agent2Agent (a2a.ts): the
+ * public card at `/.well-known/agent-card.json`, JSON-RPC at `POST /a2a` behind the key. Every response carries
  * `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` and `X-Frame-Options: DENY`;
  * the page a Content-Security-Policy that allows only its own script and style.
  */
