@@ -194,6 +194,9 @@ export async function serveCommand(flags: ServeFlags, version = "0.0.0"): Promis
     `agentloop: serving ${settings.model} on ${origin} (OpenAI-compatible: /v1/chat/completions, /v1/responses${mcp ? "; MCP: /mcp" : ""})\n`,
   );
   process.stderr.write(
+    `agentloop: A2A agent card at ${origin}/.well-known/agent-card.json (JSON-RPC at /a2a)\n`,
+  );
+  process.stderr.write(
     store
       ? `agentloop: runs stored in ${describeStore(settings.db.location)} (${settings.db.from}): /v1/runs/{id}/approvals and /resume continue them${flags.resumeOrphans ? "; interrupted runs are resumed here by themselves" : ""}\n`
       : `agentloop: runs are not stored (${storeOff(flags, settings)}): previous_response_id, sessions, approvals and resume answer 501\n`,

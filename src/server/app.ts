@@ -4,6 +4,7 @@ import { secureHeaders } from "hono/secure-headers";
 import type { AnyAgent } from "../agent/agent.js";
 import { echoed, redactSecrets } from "../core/redact.js";
 import type { SessionStore } from "../store/types.js";
+import { A2A_PATH, mountA2a } from "./a2a.js";
 import { chatCompletions } from "./chat.js";
 import { errorResponse, MAX_SHOWN_CHARS, type Redact, unexpectedErrorResponse } from "./errors.js";
 import { type AcceptedKey, acceptedKey, bearerKey, hostGuard, jsonBody, originGuard } from "./guards.js";
@@ -120,7 +121,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * `GET /` (web chat), `GET /favicon.ico`, `GET /healthz`, `GET /metrics` (Prometheus), and, behind the API key,
  * `GET /v1/models`, `GET /v1/models/:id`, `POST /v1/chat/completions`, `POST /v1/responses`
  * (the Responses API, see `createResponse`), `POST /v1/responses/compact` (see `compactResponse`), `GET /v1/runs/:runId`,
- * `POST /v1/runs/:runId/approvals` and `POST /v1/runs/:runId/resume`. Every response carries
+ * `POST /v1/runs/:runId/approvals` and `POST /v1/runs/:runId/resume`; MCP at `/mcp` when given (mcp-http.ts); and
+ * Agent2Agent (a2a.ts): the public card at `/.well-known/agent-card.json`, JSON-RPC at `POST /a2a` behind the key. Every response carries
  * `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` and `X-Frame-Options: DENY`;
  * the page a Content-Security-Policy that allows only its own script and style.
  */
@@ -156,6 +158,7 @@ export function createApp(options: ServerOptions): AgentServer {
     app.use("/v1/*", auth);
     app.use("/metrics", auth);
     app.use("/mcp", auth);
+    app.use(A2A_PATH, auth);
   }
   app.use("/v1/*", jsonBody);
 
@@ -212,8 +215,9 @@ export function createApp(options: ServerOptions): AgentServer {
     });
   });
 
+  const maxBodyBytes = options.maxBodyBytes ?? 8 * 1024 * 1024;
   const limit = bodyLimit({
-    maxSize: options.maxBodyBytes ?? 8 * 1024 * 1024,
+    maxSize: maxBodyBytes,
     onError: () => errorResponse(413, "Request body too large.", "request_too_large"),
   });
   const deps: EndpointDeps = {
@@ -245,6 +249,7 @@ export function createApp(options: ServerOptions): AgentServer {
   app.post("/v1/runs/:runId/resume", limit, refuseWhileDraining, (c) => continueRun(c, depsOf(c), "resume"));
   const { mcp } = options;
   if (mcp) app.all("/mcp", (c) => mcp(c.req.raw, { owner: c.get("owner"), store: depsOf(c).store }));
+  mountA2a(app, deps, { secured: keys.length > 0, maxBodyBytes }, refuseWhileDraining);
 
   const stopOrphans =
     store && options.resumeOrphans
