@@ -277,7 +277,10 @@ describe("agentloop run --compact", () => {
         }
         step++;
         if (step > 4) return { text: "All sums done." };
-        return { text: narration(step), toolCalls: [{ name: "calculator", input: { expression: `${step}+1` } }] };
+        return {
+          text: narration(step),
+          toolCalls: [{ name: "calculator", input: { expression: `${step}+1` } }],
+        };
       },
     });
     try {
