@@ -6,6 +6,7 @@ import type { Model, ModelRequest, ToolSpec } from "../models/adapter.js";
 import type { ModelPrice } from "../models/pricing.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
+import type { RunTrace } from "../tracing/run-trace.js";
 import { RunClock } from "./clock.js";
 import { OUTPUT_NAME, type OutputSpec, outputInstructions } from "./output.js";
 import { type Budget, type Mode, stablePrompt, type ToolProtocol } from "./prompt.js";
@@ -106,6 +107,8 @@ export interface Run extends ExecuteOptions {
   startedAt: number;
   /** When the current iteration started in this process. */
   iterationStartedAt: number;
+  /** The run's spans (SPEC section 11): set by `Agent` when something records them. */
+  trace: RunTrace | undefined;
 }
 
 /**
@@ -196,6 +199,7 @@ export function startRun(
     clock,
     startedAt: now,
     iterationStartedAt: now,
+    trace: undefined,
   };
 }
 

@@ -87,6 +87,11 @@ interface RunStateFields {
    * agent given no schema (e.g. `agentloop run --session <id> --approve all`) still validates it.
    */
   outputSchema?: Record<string, unknown>;
+  /**
+   * The W3C `traceparent` of the run's first traced `invoke_agent` span (SPEC section 11): a run
+   * resumed from this state, in any process, continues that trace.
+   */
+  traceparent?: string;
 }
 
 export interface GuardState {

@@ -50,6 +50,10 @@ export interface ModelReply {
   /** The provider's finish reason as sent ("stop", "tool_calls", "length", ...). */
   finishReason: string;
   usage: Usage;
+  /** The provider's id of the response, when it sends one (`chatcmpl-...`, `msg_...`, `resp_...`). */
+  id?: string;
+  /** The model that answered, as the provider names it (e.g. `gpt-4o-mini-2024-07-18`), when it says. */
+  model?: string;
 }
 
 /**
@@ -101,5 +105,12 @@ export interface Model {
    * other models the loop describes the schema in the system prompt instead (and sends no `output`).
    */
   readonly structuredOutput?: boolean;
+  /**
+   * The provider as the GenAI semantic conventions name it (`gen_ai.provider.name`: "openai",
+   * "azure.ai.openai", "anthropic"), for traces.
+   */
+  readonly provider?: string;
+  /** The base URL requests go to, for traces (`server.address`, `server.port`). */
+  readonly baseURL?: string;
   stream(request: ModelRequest, options: { signal?: AbortSignal }): AsyncIterable<ModelEvent>;
 }

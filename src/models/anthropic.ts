@@ -230,6 +230,8 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
     id: options.model,
     ...(isLocalURL(baseURL) && { price: FREE }),
     structuredOutput: true,
+    provider: "anthropic",
+    baseURL: baseURL || "https://api.anthropic.com",
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       const timeoutMs = options.timeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;

@@ -286,6 +286,8 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
     id: options.model,
     ...(isLocalURL(baseURL) && { price: FREE }),
     structuredOutput: options.structuredOutput ?? true,
+    provider: options.azure || options.client instanceof AzureOpenAI ? "azure.ai.openai" : "openai",
+    ...((baseURL || !options.azure) && { baseURL: baseURL || "https://api.openai.com/v1" }),
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       // Non-streaming answers send their headers only once the whole reply is written.

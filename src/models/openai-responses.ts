@@ -150,6 +150,8 @@ export function openAIResponsesModel(options: OpenAIResponsesModelOptions): Mode
     id: options.model,
     ...(isLocalURL(baseURL) && { price: FREE }),
     structuredOutput: options.structuredOutput ?? true,
+    provider: "openai",
+    baseURL: baseURL || "https://api.openai.com/v1",
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       const timeoutMs = options.timeoutMs ?? (streaming ? DEFAULT_IDLE_TIMEOUT_MS : undefined);
