@@ -38,17 +38,27 @@ const NOOP_PROVIDER = new ProxyTracerProvider().getDelegate();
 
 type Redact = (text: string) => string;
 
-/** What an agent's runs are traced with: made once per agent. */
+/** What an agent's runs are traced with: made once per agent (its attributes once something records). */
 export interface AgentTracing {
   /** Undefined: the global provider, as registered when each run starts. */
   provider: TracerProvider | undefined;
   /** Record message content (`gen_ai.input.messages`...). */
   content: boolean;
   name: string;
-  model: string;
-  /** The attributes every span of a model call starts with (operation, provider, model, server). */
+  model: Model;
+  /** The attributes its spans start with, made by the first run that is traced. */
+  shared: SharedAttributes | undefined;
+}
+
+/** What every span of an agent's runs starts with: the attributes a sampler may decide on. */
+interface SharedAttributes {
+  /** `invoke_agent`: operation, agent name, provider, model. */
+  agent: Attributes;
+  /** `chat`: operation, provider, model, server address and port. */
   chat: Attributes;
 }
+
+const TOOL_START: Attributes = Object.freeze({ "gen_ai.operation.name": "execute_tool" });
 
 /**
  * Whether `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks for content on spans: `true`,
@@ -69,27 +79,35 @@ export function agentTracing(
     captureMessageContent?: boolean | undefined;
   },
 ): AgentTracing {
-  const chat: Attributes = { "gen_ai.operation.name": "chat", "gen_ai.request.model": model.id };
-  if (model.provider) chat["gen_ai.provider.name"] = model.provider;
-  const server = serverOf(model.baseURL);
-  if (server) {
-    chat["server.address"] = server.address;
-    chat["server.port"] = server.port;
-  }
   return {
     provider: options.tracerProvider,
     content: options.captureMessageContent ?? contentFromEnvironment(),
     name: options.name ?? DEFAULT_AGENT_NAME,
-    model: model.id,
-    chat,
+    model,
+    shared: undefined,
   };
+}
+
+function sharedAttributes(t: AgentTracing): SharedAttributes {
+  const { id, provider, baseURL } = t.model;
+  const agent: Attributes = { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": t.name };
+  const chat: Attributes = { "gen_ai.operation.name": "chat" };
+  if (provider) agent["gen_ai.provider.name"] = chat["gen_ai.provider.name"] = provider;
+  agent["gen_ai.request.model"] = chat["gen_ai.request.model"] = id;
+  const server = serverOf(baseURL);
+  if (server) {
+    chat["server.address"] = server.address;
+    chat["server.port"] = server.port;
+  }
+  return { agent: Object.freeze(agent), chat: Object.freeze(chat) };
 }
 
 /**
  * Starts a run's `invoke_agent` span, or returns undefined when nothing would record it (no SDK,
- * or not sampled). Its parent: the trace context the state keeps (a resumed run continues its
- * trace, in any process), else the active context (a sub-agent's run, started inside its parent's
- * `execute_tool delegate_task`, nests there). A state without one keeps this span's from now on.
+ * or not sampled): then nothing else is made for the run. Its parent: the trace context the state
+ * keeps (a resumed run continues its trace, in any process), else the active context (a
+ * sub-agent's run, started inside its parent's `execute_tool delegate_task`, nests there). A state
+ * without one keeps this span's from now on.
  */
 export function traceRun(t: AgentTracing, state: RunState, redact: Redact | undefined): RunTrace | undefined {
   const provider = t.provider ?? trace.getTracerProvider();
@@ -97,22 +115,20 @@ export function traceRun(t: AgentTracing, state: RunState, redact: Redact | unde
   const tracer = provider.getTracer(SCOPE);
   const stored = state.traceparent === undefined ? undefined : parseTraceparent(state.traceparent);
   const parent = stored ? trace.setSpanContext(context.active(), stored) : context.active();
-  const attributes: Attributes = {
-    "gen_ai.operation.name": "invoke_agent",
-    "gen_ai.agent.name": t.name,
-    "agentloop.run.id": state.runId,
-    "gen_ai.request.model": t.model,
-  };
-  const providerName = t.chat["gen_ai.provider.name"];
-  if (providerName !== undefined) attributes["gen_ai.provider.name"] = providerName;
-  if (state.sessionId !== undefined) attributes["gen_ai.conversation.id"] = state.sessionId;
-  const span = tracer.startSpan(`invoke_agent ${t.name}`, { kind: SpanKind.INTERNAL, attributes }, parent);
+  t.shared ??= sharedAttributes(t);
+  const span = tracer.startSpan(
+    `invoke_agent ${t.name}`,
+    { kind: SpanKind.INTERNAL, attributes: t.shared.agent },
+    parent,
+  );
   if (!span.isRecording()) {
     span.end();
     return undefined;
   }
+  span.setAttribute("agentloop.run.id", state.runId);
+  if (state.sessionId !== undefined) span.setAttribute("gen_ai.conversation.id", state.sessionId);
   state.traceparent ??= traceparentOf(span.spanContext());
-  return new RunTrace(tracer, span, trace.setSpan(parent, span), t, t.content ? (redact ?? same) : undefined);
+  return new RunTrace(tracer, span, trace.setSpan(parent, span), t, t.shared.chat, redact ?? same);
 }
 
 const same: Redact = (text) => text;
@@ -123,28 +139,33 @@ export class RunTrace implements CallTracer {
   /** The model call in flight. */
   private chat: Span | undefined = undefined;
 
+  /** Set when content is recorded: what takes the secrets out of it. */
+  private readonly content: Redact | undefined;
+
   constructor(
     private readonly tracer: Tracer,
     private readonly span: Span,
     /** The context of the run's span: the parent of its model and tool calls. */
     private readonly context: Context,
     private readonly t: AgentTracing,
-    /** Set when content is recorded: what takes the secrets out of it. */
-    private readonly content: Redact | undefined,
+    private readonly chatAttributes: Attributes,
+    /** Takes the configured secrets out of what is recorded (content, error messages). */
+    private readonly redact: Redact,
   ) {
     this.traceId = span.spanContext().traceId;
+    this.content = t.content ? redact : undefined;
   }
 
   /** A model call starts: its `chat` span, with the request's content when recorded. */
   modelCall(request: ModelRequest): void {
     this.chat?.end();
     const span = this.tracer.startSpan(
-      `chat ${this.t.model}`,
-      { kind: SpanKind.CLIENT, attributes: this.t.chat },
+      `chat ${this.t.model.id}`,
+      { kind: SpanKind.CLIENT, attributes: this.chatAttributes },
       this.context,
     );
     const redact = this.content;
-    if (redact) {
+    if (redact && span.isRecording()) {
       span.setAttribute("gen_ai.input.messages", inputMessages(request.messages, redact));
       if (request.system)
         span.setAttribute("gen_ai.system_instructions", systemInstructions(request.system, redact));
@@ -170,7 +191,11 @@ export class RunTrace implements CallTracer {
         span.setAttribute("gen_ai.usage.reasoning.output_tokens", usage.reasoningTokens);
       if (this.content) span.setAttribute("gen_ai.output.messages", outputMessages(ended, this.content));
     } else if (ended) {
-      failSpan(span, ended.status === undefined ? ended.code : String(ended.status), ended.message);
+      failSpan(
+        span,
+        ended.status === undefined ? ended.code : String(ended.status),
+        this.redact(ended.message),
+      );
     }
     span.end();
   }
@@ -180,18 +205,15 @@ export class RunTrace implements CallTracer {
     const { call } = prepared;
     const span = this.tracer.startSpan(
       `execute_tool ${call.name}`,
-      {
-        kind: SpanKind.INTERNAL,
-        attributes: {
-          "gen_ai.operation.name": "execute_tool",
-          "gen_ai.tool.name": call.name,
-          "gen_ai.tool.call.id": call.id,
-          "gen_ai.tool.type": "function",
-        },
-      },
+      { kind: SpanKind.INTERNAL, attributes: TOOL_START },
       this.context,
     );
-    if (this.content) span.setAttribute("gen_ai.tool.call.arguments", this.content(call.arguments || "{}"));
+    if (span.isRecording()) {
+      span.setAttribute("gen_ai.tool.name", call.name);
+      span.setAttribute("gen_ai.tool.call.id", call.id);
+      span.setAttribute("gen_ai.tool.type", "function");
+      if (this.content) span.setAttribute("gen_ai.tool.call.arguments", this.content(call.arguments || "{}"));
+    }
     return new ToolSpan(span, trace.setSpan(this.context, span), this.content, prepared.error !== undefined);
   }
 
@@ -216,7 +238,7 @@ export class RunTrace implements CallTracer {
   failed(error: unknown): void {
     this.modelReturned(undefined);
     const name = error instanceof Error ? ((error as { code?: unknown }).code ?? error.name) : "_OTHER";
-    failSpan(this.span, String(name), error instanceof Error ? error.message : undefined);
+    failSpan(this.span, String(name), error instanceof Error ? this.redact(error.message) : undefined);
     this.span.end();
   }
 }
