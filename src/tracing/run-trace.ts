@@ -178,26 +178,28 @@ export class RunTrace implements CallTracer {
     const span = this.chat;
     if (!span) return;
     this.chat = undefined;
-    if (ended && "toolCalls" in ended) {
-      const { usage } = ended;
-      span.setAttribute("gen_ai.response.finish_reasons", [ended.finishReason]);
-      if (ended.id !== undefined) span.setAttribute("gen_ai.response.id", ended.id);
-      if (ended.model !== undefined) span.setAttribute("gen_ai.response.model", ended.model);
-      span.setAttribute("gen_ai.usage.input_tokens", usage.inputTokens);
-      span.setAttribute("gen_ai.usage.output_tokens", usage.outputTokens);
-      if (usage.cachedInputTokens !== undefined)
-        span.setAttribute("gen_ai.usage.cache_read.input_tokens", usage.cachedInputTokens);
-      if (usage.reasoningTokens !== undefined)
-        span.setAttribute("gen_ai.usage.reasoning.output_tokens", usage.reasoningTokens);
-      if (this.content) span.setAttribute("gen_ai.output.messages", outputMessages(ended, this.content));
-    } else if (ended) {
-      failSpan(
-        span,
-        ended.status === undefined ? ended.code : String(ended.status),
-        this.redact(ended.message),
-      );
-    }
+    if (ended && span.isRecording()) this.replied(span, ended);
     span.end();
+  }
+
+  /** A model call's outcome on its span: the response and its usage, or the error. */
+  private replied(span: Span, ended: ModelReply | ModelError): void {
+    if (!("toolCalls" in ended)) {
+      const type = ended.status === undefined ? ended.code : String(ended.status);
+      failSpan(span, type, this.redact(ended.message));
+      return;
+    }
+    const { usage } = ended;
+    span.setAttribute("gen_ai.response.finish_reasons", [ended.finishReason]);
+    if (ended.id !== undefined) span.setAttribute("gen_ai.response.id", ended.id);
+    if (ended.model !== undefined) span.setAttribute("gen_ai.response.model", ended.model);
+    span.setAttribute("gen_ai.usage.input_tokens", usage.inputTokens);
+    span.setAttribute("gen_ai.usage.output_tokens", usage.outputTokens);
+    if (usage.cachedInputTokens !== undefined)
+      span.setAttribute("gen_ai.usage.cache_read.input_tokens", usage.cachedInputTokens);
+    if (usage.reasoningTokens !== undefined)
+      span.setAttribute("gen_ai.usage.reasoning.output_tokens", usage.reasoningTokens);
+    if (this.content) span.setAttribute("gen_ai.output.messages", outputMessages(ended, this.content));
   }
 
   /** A tool call starts: its `execute_tool` span, in whose context the tool runs. */
