@@ -66,7 +66,8 @@ export class AnthropicStreamAssembler {
   private explanation: string | undefined;
   /** The id of the open message (`message_start` seen, `message_stop` not yet), when one is open. */
   private open: string | undefined;
-  /** The model `message_start` named. */
+  /** The message id and model `message_start` named. */
+  private id: string | undefined;
   private model: string | undefined;
   private stopped = false;
   private input = 0;
@@ -91,6 +92,7 @@ export class AnthropicStreamAssembler {
           );
         }
         this.open = id;
+        this.id = id || undefined;
         this.model = str(message.model);
         this.addUsage(message.usage);
         return [];
@@ -224,7 +226,7 @@ export class AnthropicStreamAssembler {
     };
     const thinking = thinkingBlocks.map((b) => b.text).join("");
     if (thinking) reply.thinking = thinking;
-    if (this.open) reply.id = this.open;
+    if (this.id) reply.id = this.id;
     if (this.model) reply.model = this.model;
     if (this.stopReason === "refusal") {
       reply.refusal =

@@ -7,8 +7,12 @@ import {
 } from "@opentelemetry/sdk-trace";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Agent, type AgentEvent, defineTool } from "../index.js";
+import { anthropicModel } from "../models/anthropic.js";
 import { openAIChatModel } from "../models/openai-chat.js";
+import { openAIResponsesModel } from "../models/openai-responses.js";
+import { startFakeAnthropicServer } from "../testing/fake-anthropic-server.js";
 import { startFakeOpenAIServer } from "../testing/fake-openai-server.js";
+import { startFakeResponsesServer } from "../testing/fake-responses-server.js";
 import { scriptedModel } from "../testing/index.js";
 import { AsyncContextManager } from "./context-manager.js";
 
@@ -165,6 +169,34 @@ describe("a run's spans (GenAI semantic conventions)", () => {
       expect(one("invoke_agent agentloop").attributes["gen_ai.provider.name"]).toBe("openai");
     } finally {
       await server.close();
+    }
+  });
+
+  it("Anthropic and the Responses API: their provider names, response ids and models", async () => {
+    const anthropic = await startFakeAnthropicServer({ respond: [{ text: "Hi." }] });
+    const responses = await startFakeResponsesServer({ respond: [{ text: "Hi." }] });
+    try {
+      const claude = anthropicModel({ model: "claude-test", baseURL: anthropic.url, apiKey: "sk-ant-test" });
+      await new Agent({ model: claude, tracerProvider }).run("Hello");
+      const gpt = openAIResponsesModel({ model: "gpt-5", baseURL: responses.url, apiKey: "sk-test" });
+      await new Agent({ model: gpt, tracerProvider }).run("Hello");
+      await flush();
+      expect(one("chat claude-test").attributes).toMatchObject({
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.response.id": "msg_fake_0",
+        "gen_ai.response.model": "claude-test",
+        "gen_ai.response.finish_reasons": ["end_turn"],
+        "server.address": "127.0.0.1",
+      });
+      expect(one("chat gpt-5").attributes).toMatchObject({
+        "gen_ai.provider.name": "openai",
+        "gen_ai.response.id": "resp_fake_0",
+        "gen_ai.response.model": "gpt-5",
+        "gen_ai.response.finish_reasons": ["stop"],
+      });
+    } finally {
+      await anthropic.close();
+      await responses.close();
     }
   });
 
