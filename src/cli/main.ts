@@ -9,6 +9,7 @@ import { beforeExit, exitWhenWritten, onStdoutFailure } from "./exit.js";
 import { EXIT_CODES, USAGE_ERROR } from "./render.js";
 import type { ServeFlags } from "./serve.js";
 import type { SessionsFlags } from "./sessions.js";
+import { wantsTraces } from "./tracing-env.js";
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);
@@ -176,14 +177,10 @@ async function readStdin(): Promise<string> {
 
 export async function main(argv: readonly string[]): Promise<number> {
   let exitCode = 0;
-  const { env } = process;
   // Traces are exported only when an OTLP endpoint is set: the SDK is loaded then only (tracing.ts).
-  if (
-    (env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim()) &&
-    env.OTEL_TRACES_EXPORTER?.trim() !== "none"
-  ) {
+  if (wantsTraces(process.env)) {
     const { startTracing } = await import("./tracing.js");
-    const tracing = await startTracing(env, (line) => process.stderr.write(`${line}\n`));
+    const tracing = await startTracing(process.env, (line) => process.stderr.write(`${line}\n`));
     if (tracing) beforeExit(tracing.shutdown);
   }
   const program = new Command("agentloop")

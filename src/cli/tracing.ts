@@ -1,7 +1,7 @@
 /**
  * OTLP export of the CLI's and `serve`'s traces (SPEC section 11), from the standard `OTEL_*`
- * variables. Loaded (with the OpenTelemetry SDK and exporter it imports) only when an endpoint is
- * set and `OTEL_TRACES_EXPORTER` is not `none` (main.ts checks). Never fails a command: a setting it cannot use is one
+ * variables. Loaded (with the OpenTelemetry SDK and exporter it imports) only when `wantsTraces`
+ * (tracing-env.ts) says so. Never fails a command: a setting it cannot use is one
  * warning line and the command goes on untraced; a collector that cannot be reached is one warning
  * line (per process) and at most `FLUSH_MS` at exit. Header values are never written anywhere.
  */
