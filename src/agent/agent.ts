@@ -359,6 +359,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
           : own.signal;
     const run = startRun(loop, runSignal, options.checkpoint, runSignal === own.signal);
     run.trace = traceRun(this.tracing, state, this.redact?.text);
+    if (run.trace) run.streamOptions = { signal: runSignal, attempts: run.trace };
     return new RunHandle<Output>(state, run, own, o.onEvent);
   }
 

@@ -3,6 +3,7 @@ import type { Redactor } from "../core/redact.js";
 import type { FinalStopReason, RunState, StoppedState } from "../core/run-state.js";
 import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/prune.js";
 import type { Model, ModelRequest, ToolSpec } from "../models/adapter.js";
+import type { AttemptObserver } from "../models/attempts.js";
 import type { ModelPrice } from "../models/pricing.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
@@ -90,8 +91,8 @@ export interface Run extends ExecuteOptions {
   stable: string;
   /** Whether the budget has a limit (else nothing is counted against it). */
   budgeted: boolean;
-  /** What every model call gets: built once. */
-  streamOptions: { signal: AbortSignal };
+  /** What every model call gets: built once (with the run's trace as `attempts` when it is traced). */
+  streamOptions: { signal: AbortSignal; attempts?: AttemptObserver };
   /** The context manager's counts for this run's history. */
   contextMemo: ContextMemo;
   /**

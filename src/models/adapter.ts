@@ -1,4 +1,5 @@
 import type { Message, ToolCall, Usage } from "../core/messages.js";
+import type { AttemptObserver } from "./attempts.js";
 import type { ModelPrice } from "./pricing.js";
 
 /** A tool as the model sees it: a name, a description and a JSON Schema for its arguments. */
@@ -112,5 +113,12 @@ export interface Model {
   readonly provider?: string;
   /** The base URL requests go to, for traces (`server.address`, `server.port`). */
   readonly baseURL?: string;
-  stream(request: ModelRequest, options: { signal?: AbortSignal }): AsyncIterable<ModelEvent>;
+  /**
+   * `attempts`, when given, is told of each HTTP request the call sends, retries included (adapters
+   * that send none need not call it).
+   */
+  stream(
+    request: ModelRequest,
+    options: { signal?: AbortSignal; attempts?: AttemptObserver | undefined },
+  ): AsyncIterable<ModelEvent>;
 }

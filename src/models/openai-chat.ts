@@ -292,7 +292,7 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
       const { apiKey, headers } = options;
       // Non-streaming answers send their headers only once the whole reply is written.
       const timeoutMs = options.timeoutMs ?? (streaming ? DEFAULT_IDLE_TIMEOUT_MS : undefined);
-      const guard = { credentials: [apiKey], headers, timeoutMs };
+      const guard = { credentials: [apiKey], headers, timeoutMs, attempts: streamOptions?.attempts };
       return guardRequest(streamOptions?.signal, guard, toModelError, (g) => call(request, g));
     },
   };

@@ -155,7 +155,7 @@ export function openAIResponsesModel(options: OpenAIResponsesModelOptions): Mode
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       const timeoutMs = options.timeoutMs ?? (streaming ? DEFAULT_IDLE_TIMEOUT_MS : undefined);
-      const guard = { credentials: [apiKey], headers, timeoutMs };
+      const guard = { credentials: [apiKey], headers, timeoutMs, attempts: streamOptions?.attempts };
       return guardRequest(streamOptions?.signal, guard, toModelError, (g) => call(request, g));
     },
   };

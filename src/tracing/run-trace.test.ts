@@ -200,6 +200,51 @@ describe("a run's spans (GenAI semantic conventions)", () => {
     }
   });
 
+  it("a retried request is a chat span of its own: the 429 and the broken stream ERROR, the answer after them not", async () => {
+    const server = await startFakeOpenAIServer({
+      respond: [{ status: 429, headers: { "retry-after": "0" } }, { breakOff: true }, { text: "Hi." }],
+    });
+    try {
+      const model = openAIChatModel({ model: "gpt-4o-mini", baseURL: server.url, apiKey: "sk-test" });
+      const result = await new Agent({ model, tracerProvider }).run("Hello");
+      await flush();
+      expect(result.text).toBe("Hi.");
+      const chats = named("chat gpt-4o-mini");
+      expect(chats).toHaveLength(3);
+      const run = one("invoke_agent agentloop");
+      for (const chat of chats) expect(parentOf(chat)).toBe(run.spanContext().spanId);
+      expect(chats[0]?.status.code).toBe(SpanStatusCode.ERROR);
+      expect(chats[0]?.attributes["error.type"]).toBe("429");
+      expect(chats[1]?.status.code).toBe(SpanStatusCode.ERROR);
+      expect(chats[1]?.attributes["error.type"]).toBe("stream_incomplete");
+      expect(chats[2]?.status.code).toBe(SpanStatusCode.UNSET);
+      expect(chats[2]?.attributes).toMatchObject({
+        "gen_ai.response.id": "chatcmpl-fake-2",
+        "gen_ai.request.model": "gpt-4o-mini",
+      });
+      expect(run.status.code).toBe(SpanStatusCode.UNSET);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("a model API that cannot be reached: each request's span is ERROR with the network error's code", async () => {
+    const server = await startFakeOpenAIServer({ respond: [] });
+    const url = server.url;
+    await server.close();
+    const model = openAIChatModel({ model: "gpt-4o-mini", baseURL: url, apiKey: "sk-test", maxRetries: 1 });
+    const result = await new Agent({ model, tracerProvider }).run("Hello");
+    await flush();
+    expect(result.stopReason).toBe("model_error");
+    const chats = named("chat gpt-4o-mini");
+    expect(chats.length).toBeGreaterThanOrEqual(2);
+    for (const chat of chats) {
+      expect(chat.status.code).toBe(SpanStatusCode.ERROR);
+      expect(chat.attributes["error.type"]).toBe("ECONNREFUSED");
+    }
+    expect(one("invoke_agent agentloop").attributes["error.type"]).toBe("model_error");
+  });
+
   it("a failed model call and a run stopped by it are ERROR with error.type (the HTTP status, the stop reason)", async () => {
     const server = await startFakeOpenAIServer({
       respond: [{ status: 400, body: '{"error":{"message":"bad request"}}' }],

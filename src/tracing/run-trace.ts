@@ -6,7 +6,8 @@
  *
  * Hooked at four seams: the run's start (`traceRun`, from `Agent`) and end (`ended`/`failed`, from
  * the run's handle), the model call (`modelCall`/`modelReturned`, from the stages that send the
- * request and take the reply) and the tool call (`call`, from tools/execute.ts, which runs the
+ * request and take the reply; `attempt`/`failed` from the adapter, for each HTTP request, so a
+ * retry is a `chat` span of its own) and the tool call (`call`, from tools/execute.ts, which runs the
  * tool's `execute` in its span's context). With no SDK registered and no `tracerProvider`, a run
  * has no `RunTrace` at all: nothing is made, per run, per iteration or per chunk.
  */
@@ -25,6 +26,7 @@ import {
 } from "@opentelemetry/api";
 import type { RunState, StoppedState } from "../core/run-state.js";
 import type { Model, ModelError, ModelReply, ModelRequest } from "../models/adapter.js";
+import type { AttemptObserver } from "../models/attempts.js";
 import type { CallOutcome, CallSpan, CallTracer, PreparedCall } from "../tools/execute.js";
 import type { Tool, ToolContext } from "../tools/tool.js";
 import { inputMessages, outputMessages, systemInstructions } from "./content.js";
@@ -134,10 +136,13 @@ export function traceRun(t: AgentTracing, state: RunState, redact: Redact | unde
 const same: Redact = (text) => text;
 
 /** One run's spans. Its methods never throw into the run. */
-export class RunTrace implements CallTracer {
+export class RunTrace implements CallTracer, AttemptObserver {
   readonly traceId: string;
-  /** The model call in flight. */
+  /** The span of the model call's request in flight. */
   private chat: Span | undefined = undefined;
+  /** The model call in flight, and the HTTP requests it sent so far. */
+  private request: ModelRequest | undefined = undefined;
+  private attempts = 0;
 
   /** Set when content is recorded: what takes the secrets out of it. */
   private readonly content: Redact | undefined;
@@ -159,6 +164,31 @@ export class RunTrace implements CallTracer {
   /** A model call starts: its `chat` span, with the request's content when recorded. */
   modelCall(request: ModelRequest): void {
     this.chat?.end();
+    this.request = request;
+    this.attempts = 0;
+    this.chat = this.chatSpan(request);
+  }
+
+  /**
+   * An HTTP request of the model call is sent: the first has the span `modelCall` started, each
+   * retry a span of its own (the one before ended when its request failed).
+   */
+  attempt(): void {
+    if (this.attempts++ === 0 || !this.request) return;
+    this.chat?.end();
+    this.chat = this.chatSpan(this.request);
+  }
+
+  /** That request failed (an HTTP error status, no answer, a stream broken off): its span ends ERROR. */
+  attemptFailed(type: string, message: string): void {
+    const span = this.chat;
+    if (!span) return;
+    this.chat = undefined;
+    failSpan(span, type, this.redact(message));
+    span.end();
+  }
+
+  private chatSpan(request: ModelRequest): Span {
     const span = this.tracer.startSpan(
       `chat ${this.t.model.id}`,
       { kind: SpanKind.CLIENT, attributes: this.chatAttributes },
@@ -170,13 +200,14 @@ export class RunTrace implements CallTracer {
       if (request.system)
         span.setAttribute("gen_ai.system_instructions", systemInstructions(request.system, redact));
     }
-    this.chat = span;
+    return span;
   }
 
   /** The model call ended with a reply, an error, or nothing (the stream broke off, the run was aborted). */
   modelReturned(ended: ModelReply | ModelError | undefined): void {
     const span = this.chat;
-    if (!span) return;
+    this.request = undefined;
+    if (!span) return; // its last request failed, and its span says so
     this.chat = undefined;
     if (ended && span.isRecording()) this.replied(span, ended);
     span.end();
