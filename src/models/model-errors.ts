@@ -104,10 +104,11 @@ export function isRetryableStreamFailure(failure: ModelError): boolean {
 }
 
 /**
- * A fetch for the SDK clients that tells the model call's `AttemptObserver` of each request, and marks an error answer `isDeterministicFailure` says will repeat
+ * A fetch for the SDK clients that marks an error answer `isDeterministicFailure` says will repeat
  * with `x-should-retry: false`, which both SDKs honour over their status rules (they retry every
  * 5xx). Only 5xx answers without that header are buffered here (an error body is small); every
- * other response passes untouched.
+ * other response passes untouched. It tells the model call's `AttemptObserver` (models/attempts.ts)
+ * of each request, and of each that failed.
  */
 export const fetchNoRepeats: typeof fetch = async (input, init) => {
   // Each request (retries included) is told to the model call's observer, when it has one.
