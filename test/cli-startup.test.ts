@@ -117,7 +117,7 @@ describe("agentloop start-up", () => {
       expect(modules).toContain("dist/cli/main.js");
       const others = modules.filter(
         (path) =>
-          !/^(dist\/cli\/(bin|main|render|exit)\.js|dist\/core\/errors\.js|node_modules\/commander\/.*)$/.test(
+          !/^(dist\/cli\/(bin|main|render|exit|tracing-env)\.js|dist\/core\/errors\.js|node_modules\/commander\/.*)$/.test(
             path,
           ),
       );
