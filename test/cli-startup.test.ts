@@ -2,6 +2,7 @@
 // package ships (run `npm run build` first).
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { builtinModules } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -116,7 +117,7 @@ describe("agentloop start-up", () => {
       expect(modules).toContain("dist/cli/main.js");
       const others = modules.filter(
         (path) =>
-          !/^(dist\/cli\/(bin|main|render|exit)\.js|dist\/core\/errors\.js|node_modules\/commander\/.*)$/.test(
+          !/^(dist\/cli\/(bin|main|render|exit|tracing-env)\.js|dist\/core\/errors\.js|node_modules\/commander\/.*)$/.test(
             path,
           ),
       );
@@ -131,13 +132,13 @@ describe("agentloop start-up", () => {
     expect(modules.some((path) => path.startsWith("dist/server/"))).toBe(false);
   });
 
-  it("`agentloop run` without MCP servers loads only commander and the provider's SDK, both from the bundle: no zod, MCP SDK or tokenizer", async () => {
+  it("`agentloop run` without MCP servers loads only commander, the provider's SDK and the OpenTelemetry API, all from the bundle: no zod, MCP SDK, tokenizer or tracing SDK", async () => {
     const server = await startFakeOpenAIServer({ respond: [{ text: "hello" }] });
     try {
       const env = { OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test", AGENTLOOP_MODEL: "gpt-4o-mini" };
       const { files, modules } = await loadedModules(["run", "hi"], env);
       expect(server.requests).toHaveLength(1);
-      expect(packagesOf(modules)).toEqual(["commander", "openai"]);
+      expect(packagesOf(modules)).toEqual(["@opentelemetry/api", "commander", "openai"]);
       expect(packagesOf(files)).toEqual([]); // not one file read from node_modules
     } finally {
       await server.close();
@@ -180,7 +181,10 @@ describe("agentloop start-up", () => {
         ),
     );
     expect(specifiers).toContain("node:fs");
-    const external = [...specifiers].filter((s) => !s.startsWith("node:") && !s.startsWith("./"));
+    // Node.js modules with or without `node:` (the OpenTelemetry exporters import "http", "zlib"...).
+    const external = [...specifiers].filter(
+      (s) => !s.startsWith("node:") && !builtinModules.includes(s) && !s.startsWith("./"),
+    );
     const packages = [...new Set(external.map((s) => /^(@[^/]+\/)?[^/]+/.exec(s)?.[0] as string))].sort();
     // Each is a dependency, so an installed agentloop finds it; the rest of the CLI is in the bundle.
     expect(packages).toEqual(["cross-spawn", "pg", "zod"]);

@@ -283,10 +283,10 @@ async function publicSurface(): Promise<Record<string, { values: string[]; types
 }
 
 describe("what importing agentloop loads", () => {
-  it('import("agentloop-runtime") loads no dependency (no zod, no SDK) and no provider, MCP, server, store or CLI code', () => {
+  it('import("agentloop-runtime") loads no dependency but @opentelemetry/api (no zod, no SDK, no exporter) and no provider, MCP, server, store or CLI code', () => {
     const loaded = filesLoadedBy('await import("agentloop-runtime");');
     expect(loaded).toContain("dist/index.js");
-    expect(loaded.filter((path) => !path.startsWith("dist/"))).toEqual([]);
+    expect(loaded.filter((path) => !path.startsWith("dist/") && !isTracingApi(path))).toEqual([]);
     expect(
       loaded.filter((path) => /^dist\/(models\/(openai|anthropic)|mcp|server|store|cli|testing)/.test(path)),
     ).toEqual([]);
@@ -299,7 +299,9 @@ describe("what importing agentloop loads", () => {
       const model = scriptedModel([{ text: "4" }], { id: "gpt-4o-mini" });
       const result = await new Agent({ model, maxContextTokens: ${maxContextTokens} }).run("What is 2+2? ".repeat(20));
       if (result.text !== "4") throw new Error(result.text);`;
-    expect(filesLoadedBy(run(100_000)).filter((path) => !path.startsWith("dist/"))).toEqual([]);
+    expect(
+      filesLoadedBy(run(100_000)).filter((path) => !path.startsWith("dist/") && !isTracingApi(path)),
+    ).toEqual([]);
     expect(filesLoadedBy(run(200))).toContain("node_modules/gpt-tokenizer/cjs/encoding/o200k_base.js");
     const withTool = filesLoadedBy(`
       const { defineTool } = await import("agentloop-runtime");
@@ -308,10 +310,33 @@ describe("what importing agentloop loads", () => {
   });
 });
 
+/** A file of `@opentelemetry/api`, the one dependency the library loads up front (SPEC section 11). */
+const isTracingApi = (path: string) => path.includes("@opentelemetry/api/");
+
+describe("what tracing loads", () => {
+  it("a run with tracing on (an SDK's provider given) loads no SDK or exporter code of its own", () => {
+    const loaded = filesLoadedBy(`
+      const { Agent } = await import("agentloop-runtime");
+      const { scriptedModel } = await import("agentloop-runtime/testing");
+      const { trace } = await import("@opentelemetry/api");
+      const calls = [];
+      const span = { isRecording: () => true, spanContext: () => ({ traceId: "1".repeat(32), spanId: "2".repeat(16), traceFlags: 1 }),
+        setAttribute() { return this; }, setStatus() { return this; }, end() { calls.push("end"); } };
+      const tracerProvider = { getTracer: () => ({ startSpan: (name) => { calls.push(name); return span; } }) };
+      const result = await new Agent({ model: scriptedModel([{ text: "4" }]), tracerProvider }).run("2+2?");
+      if (result.text !== "4" || !calls.includes("invoke_agent agentloop") || !calls.includes("chat scripted")) throw new Error(calls.join());`);
+    expect(loaded.filter((path) => path.includes("@opentelemetry/") && !isTracingApi(path))).toEqual([]);
+  });
+});
+
 describe("public surface", () => {
   it("keeps the root export free of provider SDKs, the CLI and test helpers", () => {
     const modules = [...reachable("index.js")];
-    expect(modules.filter((m) => m.startsWith("pkg:") && !m.startsWith("pkg:node:"))).toEqual([]);
+    expect(
+      modules.filter(
+        (m) => m.startsWith("pkg:") && !m.startsWith("pkg:node:") && m !== "pkg:@opentelemetry/api",
+      ),
+    ).toEqual([]);
     expect(modules.some((m) => m.startsWith("cli/") || m.startsWith("testing/"))).toBe(false);
     expect(modules.some((m) => m.startsWith("store/") || m === "pkg:node:sqlite")).toBe(false);
   });

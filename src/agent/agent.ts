@@ -1,3 +1,4 @@
+import type { TracerProvider } from "@opentelemetry/api";
 import { AgentloopError } from "../core/errors.js";
 import type { AgentEvent, PendingApproval, RunResult } from "../core/events.js";
 import { newRunId } from "../core/ids.js";
@@ -18,6 +19,7 @@ import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
 import { type CompactResult, compactMessages, type LoopCompaction, loopCompaction } from "./compact.js";
+import { type AgentTracing, agentTracing, traceRun } from "../tracing/run-trace.js";
 import { DEFAULTS } from "./defaults.js";
 import { RunHandle } from "./handle.js";
 import { repairedHistory } from "./repair.js";
@@ -41,6 +43,19 @@ import { afterHistory, checkRunState, type RunState, recordDecisions, reopen } f
 
 export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
   model: Model;
+  /** The agent's name: `gen_ai.agent.name` of its runs' spans. Default "agentloop". */
+  name?: string;
+  /**
+   * Where its runs' OpenTelemetry spans go (SPEC section 11). Default: the global provider (the
+   * SDK registered with `@opentelemetry/api`); with none registered nothing is recorded.
+   */
+  tracerProvider?: TracerProvider;
+  /**
+   * Record message content on spans (instructions, messages, tool arguments and results, with the
+   * configured `secrets` redacted). Default: off, unless
+   * `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` is `true`, `SPAN_ONLY` or `SPAN_AND_EVENT`.
+   */
+  captureMessageContent?: boolean;
   /** The agent's instructions: the start of every system prompt. */
   instructions?: string;
   /**
@@ -187,6 +202,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   private readonly context: LoopContext;
   private readonly redact: Redactor | undefined;
   private readonly output: OutputSpec | undefined;
+  private readonly tracing: AgentTracing;
   /** The loop options of the runs with nothing of their own, made by the first. */
   private shared: LoopOptions | undefined;
   private readonly compaction: LoopCompaction | undefined;
@@ -231,6 +247,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     this.redact = secretRedactor([...environmentSecrets(), ...(options.secrets ?? [])]);
     this.price = resolvePrice(options.model, options.prices);
     this.compaction = loopCompaction(options, this.context, this.price);
+    this.tracing = agentTracing(options.model, options);
     this.checkBudget(options.budget ?? {});
   }
 
@@ -396,6 +413,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
           ? AbortSignal.any([own.signal, (signal ?? timer) as AbortSignal])
           : own.signal;
     const run = startRun(loop, runSignal, options.checkpoint, runSignal === own.signal);
+    run.trace = traceRun(this.tracing, state, this.redact?.text);
+    if (run.trace) run.streamOptions = { signal: runSignal, attempts: run.trace };
     return new RunHandle<Output>(state, run, own, o.onEvent);
   }
 

@@ -144,12 +144,14 @@ class Outcome<Output> implements Sink {
   }
 
   failed(error: unknown): void {
+    this.run.trace?.failed(error);
     this.failure = { error };
     this.waiting?.reject(error);
   }
 
   /** The run's result, once its last checkpoint is stored. */
   ended(s: StoppedState): void {
+    this.run.trace?.ended(s);
     const result: RunResult<Output> = {
       runId: s.runId,
       state: s,

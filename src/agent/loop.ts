@@ -304,7 +304,7 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           conclude(state, stop.type === "wait" ? stop.for : redacted(stop, run));
           if (checkpoint) await checkpoint(state);
           sink.ended(state);
-          if (out) lastEvents(state, out);
+          if (out) lastEvents(state, out, run.trace?.traceId);
           p.at = ENDED;
           break;
         }

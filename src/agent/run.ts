@@ -3,9 +3,11 @@ import type { Redactor } from "../core/redact.js";
 import type { FinalStopReason, RunState, StoppedState } from "../core/run-state.js";
 import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/prune.js";
 import type { Model, ModelRequest, ToolChoice, ToolSpec } from "../models/adapter.js";
+import type { AttemptObserver } from "../models/attempts.js";
 import type { ModelPrice } from "../models/pricing.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
+import type { RunTrace } from "../tracing/run-trace.js";
 import { RunClock } from "./clock.js";
 import type { LoopCompaction } from "./compact.js";
 import { OUTPUT_NAME, type OutputSpec, outputInstructions } from "./output.js";
@@ -103,8 +105,8 @@ export interface Run extends ExecuteOptions {
   stable: string;
   /** Whether the budget has a limit (else nothing is counted against it). */
   budgeted: boolean;
-  /** What every model call gets: built once. */
-  streamOptions: { signal: AbortSignal };
+  /** What every model call gets: built once (with the run's trace as `attempts` when it is traced). */
+  streamOptions: { signal: AbortSignal; attempts?: AttemptObserver };
   /** The context manager's counts for this run's history. */
   contextMemo: ContextMemo;
   /**
@@ -120,6 +122,8 @@ export interface Run extends ExecuteOptions {
   startedAt: number;
   /** When the current iteration started in this process. */
   iterationStartedAt: number;
+  /** The run's spans (SPEC section 11): set by `Agent` when something records them. */
+  trace: RunTrace | undefined;
 }
 
 /**
@@ -220,6 +224,7 @@ export function startRun(
     clock,
     startedAt: now,
     iterationStartedAt: now,
+    trace: undefined,
   };
 }
 

@@ -143,6 +143,7 @@ function chosen(request: ModelRequest, run: Run, choice: NonNullable<Run["choice
  * otherwise the model's own stream, untouched per chunk.
  */
 export function modelStream(run: Run, request: ModelRequest, sink: Sink): AsyncIterator<ModelEvent> {
+  run.trace?.modelCall(request);
   const updates = run.options.model.stream(request, run.streamOptions);
   const { redact } = run.options;
   return (redact && !sink.quiet ? redactedStream(updates, redact) : updates)[Symbol.asyncIterator]();
@@ -174,6 +175,7 @@ export function takeReply(
   ended: ModelReply | ModelError | undefined,
   now: number,
 ): AssistantMessage | Stop {
+  run.trace?.modelReturned(ended);
   const modelMs = now - run.iterationStartedAt;
   const reply = ended && "toolCalls" in ended ? ended : undefined;
   const failure = reply ? undefined : (ended as ModelError | undefined);
@@ -496,8 +498,8 @@ function callsDone(state: RunState, pending: PendingCalls, run: Run, endedAt: nu
   return CONTINUE;
 }
 
-/** The events that end a run: `error` when it stopped on one, then `turn_complete`. */
-export function lastEvents(s: StoppedState, out: Events): void {
+/** The events that end a run: `error` when it stopped on one, then `turn_complete` (with `traceId` when traced). */
+export function lastEvents(s: StoppedState, out: Events, traceId: string | undefined): void {
   const { runId } = s;
   const incomplete = s.steps.at(-1)?.incomplete;
   const body: AgentEventBody = {
@@ -508,6 +510,7 @@ export function lastEvents(s: StoppedState, out: Events): void {
     usage: { ...s.usage },
     ...(s.sessionId !== undefined && { sessionId: s.sessionId }),
     ...(incomplete && { incomplete }),
+    ...(traceId !== undefined && { traceId }),
   };
   if (s.error) out.push({ type: "error", ...s.error, runId });
   out.push({ ...body, runId } as AgentEvent);

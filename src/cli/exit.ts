@@ -3,6 +3,14 @@
 // keep-alive socket must not hold the process; waiting for the output matters as much: a pipe
 // takes 64 KiB, the rest of a long answer waits in the process until the reader takes it.
 
+/** What must finish before the process exits (the traces' flush, bounded in time), once set. */
+let flush: (() => Promise<void>) | undefined;
+
+/** Has `exitWhenWritten` await `fn` (which must not reject and must bound its own time) first. */
+export function beforeExit(fn: () => Promise<void>): void {
+  flush = fn;
+}
+
 /** The exit code stdout's failure imposes (see `onStdoutFailure`), once it failed. */
 let imposed: number | undefined;
 
@@ -19,6 +27,9 @@ function written(stream: NodeJS.WriteStream): Promise<void> {
  */
 export async function exitWhenWritten(code: number): Promise<never> {
   process.exitCode = code;
+  const pending = flush;
+  flush = undefined;
+  if (pending) await pending();
   await written(process.stdout);
   await written(process.stderr);
   // A failed write reports its error a tick after its callback.

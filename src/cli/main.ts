@@ -5,10 +5,11 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import type { CliFlags } from "./config.js";
-import { exitWhenWritten, onStdoutFailure } from "./exit.js";
+import { beforeExit, exitWhenWritten, onStdoutFailure } from "./exit.js";
 import { EXIT_CODES, USAGE_ERROR } from "./render.js";
 import type { ServeFlags } from "./serve.js";
 import type { SessionsFlags } from "./sessions.js";
+import { wantsTraces } from "./tracing-env.js";
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);
@@ -183,6 +184,12 @@ async function readStdin(): Promise<string> {
 
 export async function main(argv: readonly string[]): Promise<number> {
   let exitCode = 0;
+  // Traces are exported only when an OTLP endpoint is set: the SDK is loaded then only (tracing.ts).
+  if (wantsTraces(process.env)) {
+    const { startTracing } = await import("./tracing.js");
+    const tracing = await startTracing(process.env, (line) => process.stderr.write(`${line}\n`));
+    if (tracing) beforeExit(tracing.shutdown);
+  }
   const program = new Command("agentloop")
     .description("An agent-loop runtime: a model uses tools in a loop until the task is done.")
     .version(version())

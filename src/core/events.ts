@@ -71,6 +71,8 @@ export type AgentEventBody =
       output: string;
       usage: Usage;
       sessionId?: string;
+      /** The run's OpenTelemetry trace id, when it is traced (SPEC section 11). */
+      traceId?: string;
       /** Set when the last reply was cut short (see `RunResult.incomplete`). */
       incomplete?: "length" | "content_filter" | "empty";
     } & StopOutcome)

@@ -106,6 +106,11 @@ interface RunStateFields {
    * offering them when it is continued.
    */
   clientTools?: ClientTool[];
+  /**
+   * The W3C `traceparent` of the run's first traced `invoke_agent` span (SPEC section 11): a run
+   * resumed from this state, in any process, continues that trace.
+   */
+  traceparent?: string;
 }
 
 /** A tool the caller of a run executes itself: what the model is told of it. */

@@ -1,4 +1,5 @@
 import type { Message, ToolCall, Usage } from "../core/messages.js";
+import type { AttemptObserver } from "./attempts.js";
 import type { ModelPrice } from "./pricing.js";
 
 /** A tool as the model sees it: a name, a description and a JSON Schema for its arguments. */
@@ -57,6 +58,10 @@ export interface ModelReply {
   /** The provider's finish reason as sent ("stop", "tool_calls", "length", ...). */
   finishReason: string;
   usage: Usage;
+  /** The provider's id of the response, when it sends one (`chatcmpl-...`, `msg_...`, `resp_...`). */
+  id?: string;
+  /** The model that answered, as the provider names it (e.g. `gpt-4o-mini-2024-07-18`), when it says. */
+  model?: string;
 }
 
 /**
@@ -108,5 +113,19 @@ export interface Model {
    * other models the loop describes the schema in the system prompt instead (and sends no `output`).
    */
   readonly structuredOutput?: boolean;
-  stream(request: ModelRequest, options: { signal?: AbortSignal }): AsyncIterable<ModelEvent>;
+  /**
+   * The provider as the GenAI semantic conventions name it (`gen_ai.provider.name`: "openai",
+   * "azure.ai.openai", "anthropic"), for traces.
+   */
+  readonly provider?: string;
+  /** The base URL requests go to, for traces (`server.address`, `server.port`). */
+  readonly baseURL?: string;
+  /**
+   * `attempts`, when given, is told of each HTTP request the call sends, retries included (adapters
+   * that send none need not call it).
+   */
+  stream(
+    request: ModelRequest,
+    options: { signal?: AbortSignal; attempts?: AttemptObserver | undefined },
+  ): AsyncIterable<ModelEvent>;
 }

@@ -66,6 +66,9 @@ export class AnthropicStreamAssembler {
   private explanation: string | undefined;
   /** The id of the open message (`message_start` seen, `message_stop` not yet), when one is open. */
   private open: string | undefined;
+  /** The message id and model `message_start` named. */
+  private id: string | undefined;
+  private model: string | undefined;
   private stopped = false;
   private input = 0;
   private cacheCreation = 0;
@@ -89,6 +92,8 @@ export class AnthropicStreamAssembler {
           );
         }
         this.open = id;
+        this.id = id || undefined;
+        this.model = str(message.model);
         this.addUsage(message.usage);
         return [];
       }
@@ -221,6 +226,8 @@ export class AnthropicStreamAssembler {
     };
     const thinking = thinkingBlocks.map((b) => b.text).join("");
     if (thinking) reply.thinking = thinking;
+    if (this.id) reply.id = this.id;
+    if (this.model) reply.model = this.model;
     if (this.stopReason === "refusal") {
       reply.refusal =
         this.explanation || reply.content || "The model declined to answer (stop_reason: refusal).";

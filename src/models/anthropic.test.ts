@@ -127,6 +127,8 @@ describe("anthropicModel over HTTP", () => {
       ],
       finishReason: "tool_use",
       usage: { inputTokens: 12, outputTokens: 7, cachedInputTokens: 4 },
+      id: "msg_fake_0",
+      model: "claude-test",
     });
   });
 

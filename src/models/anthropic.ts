@@ -230,10 +230,17 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
     id: options.model,
     ...(isLocalURL(baseURL) && { price: FREE }),
     structuredOutput: true,
+    provider: "anthropic",
+    baseURL: baseURL || "https://api.anthropic.com",
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       const timeoutMs = options.timeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-      const guard = { credentials: [apiKey, envKey(), envToken()], headers, timeoutMs };
+      const guard = {
+        credentials: [apiKey, envKey(), envToken()],
+        headers,
+        timeoutMs,
+        attempts: streamOptions?.attempts,
+      };
       return guardRequest(streamOptions?.signal, guard, toAnthropicModelError, (g) => call(request, g));
     },
   };

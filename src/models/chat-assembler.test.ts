@@ -235,6 +235,8 @@ describe("ChatStreamAssembler on server quirks", () => {
     expect(events).toEqual([]);
     expect(complete).toBe(true);
     expect(reply).toEqual({
+      id: "chatcmpl-9f2c",
+      model: "Qwen/Qwen2.5-7B-Instruct",
       content: "",
       toolCalls: [{ id: "chatcmpl-tool-5d1e0c", name: "get_weather", arguments: '{"city": "Paris"}' }],
       finishReason: "tool_calls",
@@ -283,6 +285,8 @@ describe("ChatStreamAssembler on server quirks", () => {
     ]);
     expect(complete).toBe(true);
     expect(reply).toEqual({
+      id: "chatcmpl-X6urH4f6JOotPwco2EgcgeoM6ZWup59u",
+      model: "gpt-oss:20b",
       content: "Hello!",
       thinking: "User says hi. Greet back.",
       toolCalls: [],

@@ -150,6 +150,8 @@ export class ChatStreamAssembler {
   private readonly byIndex = new Map<number, PendingCall>();
   /** The call the last tool-call delta went to (target of deltas without `index`). */
   private current: PendingCall | undefined;
+  /** The last chunk with a finish reason or usage: the response's id and model are read from it. */
+  private last: Json | undefined;
 
   /** Feeds one parsed chunk; returns the delta events it produced, in order. */
   push(chunk: unknown): ModelEvent[] {
@@ -158,6 +160,7 @@ export class ChatStreamAssembler {
       mapUsage(chunk.usage) ?? (isObject(chunk.x_groq) ? mapUsage(chunk.x_groq.usage) : undefined);
     if (usage) {
       this.usage = usage;
+      this.last = chunk;
       // Usage on every chunk (vLLM's continuous_usage_stats) must not pass for the end of the stream.
       if (!Array.isArray(chunk.choices) || chunk.choices.length === 0) this.usageReported = true;
     }
@@ -188,7 +191,10 @@ export class ChatStreamAssembler {
       }
     }
     const finish = str(choice.finish_reason);
-    if (finish) this.finishReason = finish;
+    if (finish) {
+      this.finishReason = finish;
+      this.last = chunk;
+    }
     return events;
   }
 
@@ -266,8 +272,17 @@ export class ChatStreamAssembler {
     };
     if (this.thinking) reply.thinking = this.thinking;
     if (this.refusal) reply.refusal = this.refusal;
+    if (this.last) responseOf(this.last, reply);
     return reply;
   }
+}
+
+/** The response's `id` and `model` onto its reply, when the body or chunk has them. */
+function responseOf(body: Json, reply: ModelReply): void {
+  const id = str(body.id);
+  if (id) reply.id = id;
+  const model = str(body.model);
+  if (model) reply.model = model;
 }
 
 /**
@@ -297,5 +312,6 @@ export function completionToReply(body: unknown): ModelReply | undefined {
   if (thinking) reply.thinking = thinking;
   const refusal = str(message.refusal);
   if (refusal) reply.refusal = refusal;
+  responseOf(body, reply);
   return reply;
 }

@@ -1,5 +1,6 @@
 import { cutBefore, redactSecrets } from "../core/redact.js";
 import type { ModelError } from "./adapter.js";
+import { attemptObserver } from "./attempts.js";
 
 /**
  * The adapters' shared error mapping: anything thrown during a request → one `ModelError` whose
@@ -106,10 +107,26 @@ export function isRetryableStreamFailure(failure: ModelError): boolean {
  * A fetch for the SDK clients that marks an error answer `isDeterministicFailure` says will repeat
  * with `x-should-retry: false`, which both SDKs honour over their status rules (they retry every
  * 5xx). Only 5xx answers without that header are buffered here (an error body is small); every
- * other response passes untouched.
+ * other response passes untouched. It tells the model call's `AttemptObserver` (models/attempts.ts)
+ * of each request, and of each that failed.
  */
 export const fetchNoRepeats: typeof fetch = async (input, init) => {
-  const response = await fetch(input, init);
+  // Each request (retries included) is told to the model call's observer, when it has one.
+  const observer = attemptObserver();
+  observer?.attempt();
+  let response: Response;
+  try {
+    response = await fetch(input, init);
+  } catch (error) {
+    const cause = causeDetail(error);
+    observer?.attemptFailed(
+      cause.code ?? (error instanceof Error ? error.name : "connection"),
+      cause.message ?? String(error),
+    );
+    throw error;
+  }
+  if (response.status >= 400)
+    observer?.attemptFailed(String(response.status), `HTTP ${response.status} ${response.statusText}`.trim());
   if (response.status < 500 || response.headers.has("x-should-retry")) return response;
   const body = await response.text().catch(() => "");
   const headers = new Headers(response.headers);

@@ -140,6 +140,8 @@ describe("openAIChatModel over HTTP", () => {
     const events = await collect({ baseURL: s.url });
     expect(events.filter((e) => e.type === "text_delta").length).toBeGreaterThan(1);
     expect(done(events)).toEqual({
+      id: "chatcmpl-fake-0",
+      model: "test-model",
       content: "Calling two tools now.",
       thinking: "Think first.",
       toolCalls: [call("a", "read", '{"path":"README.md","lines":[1,20]}'), call("call_0_1", "ls", "{}")],

@@ -286,11 +286,13 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
     id: options.model,
     ...(isLocalURL(baseURL) && { price: FREE }),
     structuredOutput: options.structuredOutput ?? true,
+    provider: options.azure || options.client instanceof AzureOpenAI ? "azure.ai.openai" : "openai",
+    ...((baseURL || !options.azure) && { baseURL: baseURL || "https://api.openai.com/v1" }),
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       // Non-streaming answers send their headers only once the whole reply is written.
       const timeoutMs = options.timeoutMs ?? (streaming ? DEFAULT_IDLE_TIMEOUT_MS : undefined);
-      const guard = { credentials: [apiKey], headers, timeoutMs };
+      const guard = { credentials: [apiKey], headers, timeoutMs, attempts: streamOptions?.attempts };
       return guardRequest(streamOptions?.signal, guard, toModelError, (g) => call(request, g));
     },
   };

@@ -150,10 +150,12 @@ export function openAIResponsesModel(options: OpenAIResponsesModelOptions): Mode
     id: options.model,
     ...(isLocalURL(baseURL) && { price: FREE }),
     structuredOutput: options.structuredOutput ?? true,
+    provider: "openai",
+    baseURL: baseURL || "https://api.openai.com/v1",
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       const timeoutMs = options.timeoutMs ?? (streaming ? DEFAULT_IDLE_TIMEOUT_MS : undefined);
-      const guard = { credentials: [apiKey], headers, timeoutMs };
+      const guard = { credentials: [apiKey], headers, timeoutMs, attempts: streamOptions?.attempts };
       return guardRequest(streamOptions?.signal, guard, toModelError, (g) => call(request, g));
     },
   };

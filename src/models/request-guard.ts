@@ -1,4 +1,5 @@
 import type { ModelError, ModelEvent } from "./adapter.js";
+import { type AttemptObserver, withAttempts } from "./attempts.js";
 import {
   htmlTitle,
   isHtml,
@@ -35,6 +36,8 @@ export interface GuardOptions {
    * waited for longer than a silent stream.
    */
   timeoutMs?: number;
+  /** Told of each HTTP request of a streaming call, retries included (the call's `attempts`). */
+  attempts?: AttemptObserver | undefined;
 }
 
 /** A fresh error context: nothing happened yet; the secrets as `GuardOptions` says. */
@@ -141,7 +144,7 @@ export async function* guardRequest(
       try {
         guard.throwIfAborted();
         ctx.streaming = false;
-        const { data, response } = await plan.open();
+        const { data, response } = await withAttempts(options.attempts, () => plan.open());
         ctx.streaming = true;
         const type = response.headers.get("content-type") ?? "";
         if (isHtml("", type)) {
@@ -189,6 +192,8 @@ export async function* guardRequest(
           yield { type: "error", error: failure };
           return;
         }
+        // The stream of a request that answered broke off: that request failed, another follows.
+        options.attempts?.attemptFailed(failure.code, failure.message);
       }
       await pause(streamRetryDelay(attempt), guard.signal);
     }

@@ -84,6 +84,8 @@ export class ResponsesStreamAssembler {
   private status: "completed" | "incomplete" | undefined;
   private reason: string | undefined;
   private usage: ModelReply["usage"] | undefined;
+  /** The response object of `response.completed` / `response.incomplete`: its id and model. */
+  private response: Record<string, unknown> | undefined;
 
   /** Feeds one parsed stream event; returns the delta events it produced, in order. */
   push(event: unknown): ModelEvent[] {
@@ -292,6 +294,7 @@ export class ResponsesStreamAssembler {
     if (status === "incomplete")
       this.reason = (isObject(details) ? str(details.reason) : undefined) ?? "incomplete";
     this.usage = mapUsage(response.usage) ?? this.usage;
+    this.response = response;
     const events: ModelEvent[] = [];
     list(response.output).forEach((it, i) => {
       if (this.items.has(i) || this.itemIndex(it) !== undefined) return;
@@ -327,6 +330,10 @@ export class ResponsesStreamAssembler {
       usage: this.usage ?? { inputTokens: 0, outputTokens: 0 },
     };
     if (this.thinking) reply.thinking = this.thinking;
+    const id = str(this.response?.id);
+    if (id) reply.id = id;
+    const model = str(this.response?.model);
+    if (model) reply.model = model;
     const refusal = ordered.map((item) => item.refusal).join("");
     if (refusal) reply.refusal = refusal;
     if (refs.some((ref) => ref.type === "reasoning"))

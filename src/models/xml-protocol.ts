@@ -60,6 +60,8 @@ export function xmlToolProtocol(inner: Model): Model {
   return {
     id: inner.id,
     ...(inner.price && { price: inner.price }),
+    ...(inner.provider && { provider: inner.provider }),
+    ...(inner.baseURL && { baseURL: inner.baseURL }),
     async *stream(request: ModelRequest, options: { signal?: AbortSignal }): AsyncGenerator<ModelEvent> {
       try {
         // Ids continue after any xml_<n> already in the conversation, so they stay unique in it.

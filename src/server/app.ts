@@ -19,6 +19,7 @@ import type { EndpointDeps } from "./run-request.js";
 import { continueRun, getRun } from "./run-routes.js";
 import { RunTracker } from "./runs.js";
 import { measuredStore, pingStore } from "./store-metrics.js";
+import { traceContext } from "./trace-context.js";
 import { FAVICON_SVG, WEB_PAGE, WEB_PAGE_CSP } from "./web-page.js";
 
 export interface ServerOptions {
@@ -161,6 +162,7 @@ export function createApp(options: ServerOptions): AgentServer {
     app.use(A2A_PATH, auth);
   }
   app.use("/v1/*", jsonBody);
+  app.use("/v1/*", traceContext);
 
   app.get("/", (c) => c.html(WEB_PAGE, 200, { "content-security-policy": WEB_PAGE_CSP }));
   // Browsers ask for it whatever the page says (for a JSON response viewed in a tab, say).

@@ -57,6 +57,21 @@ export interface ExecuteOptions {
    * need no abort listener (else one listener per run settles them).
    */
   ownSignal?: boolean;
+  /** Traces each call (SPEC section 11); undefined when the run is not traced. */
+  trace?: CallTracer | undefined;
+}
+
+/** Starts the span of each call (see tracing/run-trace.ts). Must not throw. */
+export interface CallTracer {
+  call(prepared: PreparedCall): CallSpan;
+}
+
+/** One call's span. Must not throw. */
+export interface CallSpan {
+  /** Runs the tool's `execute` with the call's span as the active context. */
+  execute(tool: Tool, value: unknown, context: ToolContext): unknown;
+  /** Ends the span with the call's outcome (`thrown`: what the tool threw, if it did). */
+  end(outcome: CallOutcome, thrown: unknown): void;
 }
 
 /** Settles every pending call of `options` as aborted: for the owner of a signal of its own (`ownSignal`), after aborting it. */
@@ -247,14 +262,16 @@ export class CallExecution {
       const prepared = calls[this.started] as PreparedCall;
       if (prepared.error !== undefined) {
         this.started++;
-        this.report({
+        const outcome: CallOutcome = {
           type: "outcome",
           index: prepared.index,
           content: prepared.error,
           isError: true,
           durationMs: 0,
           breaksLoop: false,
-        });
+        };
+        options.trace?.call(prepared).end(outcome, undefined);
+        this.report(outcome);
         continue;
       }
       const sequential = prepared.tool?.sequential === true;
@@ -276,16 +293,18 @@ export class CallExecution {
 function runOne(prepared: PreparedCall, execution: CallExecution, started: number): void {
   const { options } = execution;
   const context = new CallContext(prepared, execution);
+  const span = options.trace?.call(prepared);
   let result: unknown;
   try {
     if (options.signal.aborted) throw new Error("The run was aborted.");
-    result = (prepared.tool as Tool).execute(prepared.value, context);
+    const tool = prepared.tool as Tool;
+    result = span ? span.execute(tool, prepared.value, context) : tool.execute(prepared.value, context);
   } catch (error) {
-    finishCall(prepared, execution, error, true, started);
+    finishCall(prepared, execution, error, true, started, span);
     return;
   }
-  if (isThenable(result)) new AwaitedCall(result, prepared, execution, context, started);
-  else finishCall(prepared, execution, result, false, started);
+  if (isThenable(result)) new AwaitedCall(result, prepared, execution, context, started, span);
+  else finishCall(prepared, execution, result, false, started, span);
 }
 
 /**
@@ -346,6 +365,7 @@ class AwaitedCall extends Waiter {
     private readonly execution: CallExecution,
     private readonly context: CallContext,
     private readonly started: number,
+    private readonly span: CallSpan | undefined,
   ) {
     super();
     Promise.resolve(result).then(
@@ -375,7 +395,7 @@ class AwaitedCall extends Waiter {
     if (this.finished) return;
     this.finished = true;
     this.stop();
-    finishCall(this.prepared, this.execution, value, failed, this.started);
+    finishCall(this.prepared, this.execution, value, failed, this.started, this.span);
   }
 }
 
@@ -391,8 +411,10 @@ function finishCall(
   value: unknown,
   failed: boolean,
   started: number,
+  span: CallSpan | undefined,
 ): void {
   const endedAt = performance.now();
   const outcome = outcomeOf(prepared, execution.options, value, failed, Math.round(endedAt - started));
+  span?.end(outcome, failed ? value : undefined);
   execution.settled(prepared, outcome, endedAt);
 }
