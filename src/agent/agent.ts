@@ -18,8 +18,8 @@ import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricin
 import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
-import { type CompactResult, compactMessages, type LoopCompaction, loopCompaction } from "./compact.js";
 import { type AgentTracing, agentTracing, traceRun } from "../tracing/run-trace.js";
+import { type CompactResult, compactMessages, type LoopCompaction, loopCompaction } from "./compact.js";
 import { DEFAULTS } from "./defaults.js";
 import { RunHandle } from "./handle.js";
 import { repairedHistory } from "./repair.js";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Context } from "hono";
 import type { RunHandle } from "../agent/handle.js";
-import { historyOfLog, inCallOrder } from "../agent/state.js";
+import { historyOfLog } from "../agent/state.js";
 import type { Message } from "../core/messages.js";
 import { echoed } from "../core/redact.js";
 import type { SessionStore } from "../store/types.js";
