@@ -30,7 +30,7 @@ export type {
   UserInput,
   UserMessage,
 } from "./core/messages.js";
-export type { GuardState, PendingCalls, RunState, RunStatus } from "./core/run-state.js";
+export type { ChildRun, GuardState, PendingCalls, RunState, RunStatus } from "./core/run-state.js";
 export { RUN_STATE_VERSION } from "./core/run-state.js";
 export type { ContextManager, ContextOptions, ContextTransform } from "./memory/prune.js";
 export { contextManager } from "./memory/prune.js";

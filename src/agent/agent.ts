@@ -17,6 +17,18 @@ import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
 import { DEFAULTS } from "./defaults.js";
+import {
+  AGENT_NAME,
+  agentTool,
+  type ChildLink,
+  childApproval,
+  childNode,
+  DEFAULT_MAX_DEPTH,
+  delegateTool,
+  hasAgentTools,
+  rootNode,
+  type TreeNode,
+} from "./delegate.js";
 import { RunHandle } from "./handle.js";
 import { repairedHistory } from "./repair.js";
 import type { OptionsOf, ResumeOptions, RunOptions } from "./run-options.js";
@@ -39,6 +51,17 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
   model: Model;
   /** The agent's instructions: the start of every system prompt. */
   instructions?: string;
+  /** What the agent does, for a parent agent that delegates to it (the model chooses by it). */
+  description?: string;
+  /**
+   * Sub-agents this agent may hand tasks to, by name (`^[a-zA-Z0-9_-]{1,64}$`): the model is offered
+   * `delegate_task` (`agent`, one of these names; `task`), which runs the agent as a child run on a
+   * fresh history and returns its answer (SPEC section 10). Children share this run's budget,
+   * abort signal, `onApproval`, event stream and checkpoints.
+   */
+  agents?: Readonly<Record<string, AnyAgent>>;
+  /** How deep sub-agents may nest below this agent's runs (a child of the top-level run has depth 1). Default 3. */
+  maxDepth?: number;
   /**
    * Tools offered to the model, in this order. Names must be unique.
    * A list, or a function read at the start of every run (for catalogues that change, such as
@@ -156,7 +179,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     const own = typeof this.options.tools === "function" ? this.options.tools() : (this.options.tools ?? []);
     const breaking = this.options.mode === "explicit" ? loopBreakingTools() : [];
     const withSchema = (t: Tool) => (spec && t.name === "task_completion" ? taskCompletionFor(spec, t) : t);
-    const tools = [...own, ...breaking.map(withSchema)];
+    const delegate = this.delegate ? [this.delegate] : [];
+    const tools = [...own, ...delegate, ...breaking.map(withSchema)];
     const seen = new Set<string>();
     for (const tool of tools) {
       if (seen.has(tool.name)) {
@@ -169,6 +193,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     }
     return tools;
   }
+  /** `delegate_task`, when the agent has sub-agents. */
+  private readonly delegate: Tool | undefined;
   private readonly model: Model;
   private readonly price: ModelPrice | undefined;
   private readonly context: LoopContext;
@@ -201,6 +227,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       }
     }
     this.options = options;
+    this.delegate = subAgents(options);
     this.output = options.outputSchema === undefined ? undefined : outputSpec(options.outputSchema);
     // Fails fast on duplicate names.
     this.fixedTools = typeof options.tools === "function" ? undefined : this.toolsFor(this.output);
@@ -284,7 +311,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
    * this agent's model, whatever `state.model` says (the caller checks it when that matters).
    * @throws AgentloopError("invalid_state") for a state that cannot continue, or a decision on a call that is not waiting.
    */
-  resume(state: RunState, options: ResumeOptions = {}): RunHandle<OutputOf<S>> {
+  resume(state: RunState, options: ResumeOptions = {}, link?: ChildLink): RunHandle<OutputOf<S>> {
     const s = checkRunState(state);
     s.messages = repairedHistory(s.messages) ?? s.messages;
     if (s.status === "completed") {
@@ -301,11 +328,39 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       throw new AgentloopError("invalid_state", `Run ${s.runId} waits for an answer: pass { answer }.`);
     }
     reopen(s, this.options.model.id, options.answer);
-    return this.start<OutputOf<S>>(s, options);
+    return this.start<OutputOf<S>>(s, options, link);
+  }
+
+  /** This agent as a tool (`task`, a string) that runs it as a sub-agent of the calling run (SPEC section 10). */
+  asTool(options: { name: string; description: string }): Tool {
+    return agentTool(this, options.name, options.description);
+  }
+
+  /**
+   * @internal A run of this agent as a sub-agent (delegate.ts): a new one on `task` (its
+   * instructions, then the task), or a child's stored state continued.
+   */
+  startChild(from: string | RunState, link: ChildLink): RunHandle<OutputOf<S>> {
+    const { signal } = link;
+    if (typeof from === "string") {
+      const state = afterHistory(
+        newRunId(),
+        [],
+        userMessage(from, Number.POSITIVE_INFINITY),
+        undefined,
+        this.options.model.id,
+      );
+      return this.start(state, { signal }, link);
+    }
+    return this.resume(from, { signal }, link);
   }
 
   /** Starts the loop on `state`; `Output` is what the caller's signature promises `result.output` is. */
-  private start<Output>(state: RunState, options: RunOptions | ResumeOptions): RunHandle<Output> {
+  private start<Output>(
+    state: RunState,
+    options: RunOptions | ResumeOptions,
+    link?: ChildLink,
+  ): RunHandle<Output> {
     const o = this.options;
     // The agent's schema, or the run's own, else the one the run was started with (a stored run
     // resumed by an agent without one).
@@ -321,26 +376,50 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     }
     if (output) state.outputSchema = output.jsonSchema;
     else if (state.outputSchema) output = outputSpec(state.outputSchema, "The run state's outputSchema");
-    const budget = options.budget ? { ...o.budget, ...options.budget } : (o.budget ?? NO_BUDGET);
-    if (options.budget) this.checkBudget(budget);
+    // A child has its tree's budget (whose time limit reaches it through its signal).
+    const budget = link
+      ? link.parent.root.budget
+      : options.budget
+        ? { ...o.budget, ...options.budget }
+        : (o.budget ?? NO_BUDGET);
+    if (options.budget || link) this.checkBudget(budget);
     // Node fires a timer longer than 2^31-1 ms (24.8 days) at once: such a limit is no limit.
     const { timeoutMs } = budget;
-    const timer = timeoutMs && timeoutMs <= 2 ** 31 - 1 ? AbortSignal.timeout(timeoutMs) : undefined;
+    const timer = timeoutMs && timeoutMs <= 2 ** 31 - 1 && !link ? AbortSignal.timeout(timeoutMs) : undefined;
     const own = new AbortController();
     const { signal } = options;
     // A run with nothing of its own (most) shares the agent's options: one object for all its runs.
     let loop: LoopOptions;
-    if (!options.budget && options.instructions === undefined && output === this.output && this.fixedTools) {
+    if (link)
+      loop = { ...this.loopOptions(output, budget, undefined), onApproval: childApproval(link, state) };
+    else if (
+      !options.budget &&
+      options.instructions === undefined &&
+      output === this.output &&
+      this.fixedTools
+    ) {
       this.shared ??= this.loopOptions(output, budget, undefined);
       loop = this.shared;
     } else loop = this.loopOptions(output, budget, options.instructions);
+    // A run that may delegate, or a child, has its place in a tree; the top-level one stores the tree.
+    let { checkpoint } = options;
+    let tree: TreeNode | undefined;
+    if (link) {
+      tree = childNode(state, link);
+      const { save } = link.parent.root;
+      checkpoint = save && (() => save());
+    } else if (hasAgentTools(loop.tools)) {
+      const maxDepth = o.maxDepth ?? DEFAULT_MAX_DEPTH;
+      ({ node: tree, checkpoint } = rootNode(state, maxDepth, budget, checkpoint, loop.onApproval));
+    }
     const runSignal =
       signal && timer
         ? AbortSignal.any([own.signal, signal, timer])
         : signal || timer
           ? AbortSignal.any([own.signal, (signal ?? timer) as AbortSignal])
           : own.signal;
-    const run = startRun(loop, runSignal, options.checkpoint, runSignal === own.signal);
+    const run = startRun(loop, runSignal, checkpoint, runSignal === own.signal);
+    run.tree = tree;
     return new RunHandle<Output>(state, run, own, o.onEvent);
   }
 
@@ -410,4 +489,22 @@ function ownContext(options: AgentOptions<OutputSchema | undefined>): LoopContex
     );
   }
   return loopContextOf(context);
+}
+
+/** The `delegate_task` tool of an agent with sub-agents; undefined without any. */
+function subAgents(options: AgentOptions<OutputSchema | undefined>): Tool | undefined {
+  const { agents, maxDepth } = options;
+  if (maxDepth !== undefined && (!Number.isInteger(maxDepth) || maxDepth < 1))
+    throw new AgentloopError("invalid_option", `maxDepth must be a positive integer, got ${maxDepth}.`);
+  if (!agents || Object.keys(agents).length === 0) return undefined;
+  for (const [name, agent] of Object.entries(agents)) {
+    if (!AGENT_NAME.test(name))
+      throw new AgentloopError(
+        "invalid_option",
+        `agents: '${name}' is not a valid sub-agent name: use 1 to 64 of a-z A-Z 0-9 _ -.`,
+      );
+    if (!(agent instanceof Agent))
+      throw new AgentloopError("invalid_option", `agents.${name} must be an Agent (new Agent({ ... })).`);
+  }
+  return delegateTool(agents);
 }

@@ -212,13 +212,16 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           for (;;) {
             const update = execution.take();
             if (update?.type === "outcome") {
+              // A sub-agent that waits for approvals: no result yet (`decide` makes the run wait).
+              if (update.waits) continue;
               const result = record(state, run, update);
               if (checkpoint) await checkpoint(state);
               if (!out) continue;
               out.push(resultEvent(result, update.durationMs, state.runId));
             } else if (update) {
               if (!out) continue;
-              out.push(progressEvent(state, update));
+              // A sub-agent's events come tagged with where they come from (delegate.ts).
+              out.push(update.type === "progress" ? progressEvent(state, update) : update.event);
             } else if (!execution.done) {
               await execution.wait();
               continue;

@@ -1,4 +1,4 @@
-import type { AgentEvent } from "../core/events.js";
+import type { AgentEvent, PendingApproval } from "../core/events.js";
 import type { Redactor } from "../core/redact.js";
 import type { FinalStopReason, RunState, StoppedState } from "../core/run-state.js";
 import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/prune.js";
@@ -7,6 +7,7 @@ import type { ModelPrice } from "../models/pricing.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
 import { RunClock } from "./clock.js";
+import type { TreeNode } from "./delegate.js";
 import { OUTPUT_NAME, type OutputSpec, outputInstructions } from "./output.js";
 import { type Budget, type Mode, stablePrompt, type ToolProtocol } from "./prompt.js";
 import { breakerMessage } from "./stop.js";
@@ -49,11 +50,7 @@ export interface LoopOptions {
    */
   redact?: Redactor;
   /** Asks a person about a call that needs approval; without it such calls wait in the state. */
-  onApproval?: (call: {
-    id: string;
-    name: string;
-    arguments: Record<string, unknown>;
-  }) => ApprovalDecision | Promise<ApprovalDecision>;
+  onApproval?: ((call: PendingApproval) => ApprovalDecision | Promise<ApprovalDecision>) | undefined;
 }
 
 /**
@@ -106,6 +103,8 @@ export interface Run extends ExecuteOptions {
   startedAt: number;
   /** When the current iteration started in this process. */
   iterationStartedAt: number;
+  /** Its place in a delegation tree: set for an agent with sub-agents and for a sub-agent's run (delegate.ts). */
+  tree: TreeNode | undefined;
 }
 
 /**
@@ -196,6 +195,7 @@ export function startRun(
     clock,
     startedAt: now,
     iterationStartedAt: now,
+    tree: undefined,
   };
 }
 

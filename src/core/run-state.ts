@@ -87,6 +87,26 @@ interface RunStateFields {
    * agent given no schema (e.g. `agentloop run --session <id> --approve all`) still validates it.
    */
   outputSchema?: Record<string, unknown>;
+  /**
+   * The sub-agents' runs this run started (SPEC section 10), in the order they started, each with
+   * its whole state: stored with this run, so a finished child is never run again and a waiting or
+   * interrupted one continues where it stopped. Absent until the run delegates.
+   */
+  children?: ChildRun[];
+}
+
+/** A sub-agent's run, kept in its parent's state. */
+export interface ChildRun {
+  /** The sub-agent's name, as the parent delegates to it. */
+  agent: string;
+  parentRunId: string;
+  /** The id of the parent's call that started it. */
+  parentCallId: string;
+  /** The parent's iteration that made that call (call ids may repeat across iterations). */
+  iteration: number;
+  /** 1 for a child of the top-level run. */
+  depth: number;
+  state: RunState;
 }
 
 export interface GuardState {
