@@ -130,10 +130,7 @@ export function inCallOrder(log: readonly Message[]): Message[] {
 }
 
 /** The calls waiting for a person's decision (call order), as `turn_complete` lists them. */
-export function waitingApprovals(
-  state: RunState,
-  needsDecision: (call: ToolCall) => boolean,
-): PendingApproval[] {
+function waitingApprovals(state: RunState, needsDecision: (call: ToolCall) => boolean): PendingApproval[] {
   if (!state.pending) return [];
   const done = answeredCalls(state);
   const decided = new Set(state.pending.decisions.map((d) => d.id));

@@ -13,6 +13,7 @@ import { approvalRules } from "./approval.js";
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
 import { readOutputSchema } from "./inputs.js";
+import { subAgentModels, subAgents } from "./sub-agents.js";
 
 /**
  * The CLI's composition root: what a command builds from its settings (flags, environment, config
@@ -79,6 +80,7 @@ function createAgent(
   model: Model,
   tools: readonly Tool[] | (() => readonly Tool[]) = localTools(settings),
   onApproval?: AgentOptions["onApproval"],
+  models?: ReadonlyMap<string, Model>,
 ): AnyAgent {
   const price = settings.costBudget === undefined ? undefined : resolvePrice(model, settings.prices);
   if (settings.costBudget !== undefined && !price) {
@@ -94,6 +96,14 @@ function createAgent(
     );
   }
   const ruled = approvalRules(settings.approval);
+  const secrets = mcpSecrets(settings);
+  const common = {
+    secrets,
+    ...(settings.prices && { prices: settings.prices }),
+    ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
+  };
+  const catalogue = () => ruled(typeof tools === "function" ? tools() : tools);
+  const agents = models && subAgents(settings, models, catalogue, common);
   return new Agent({
     ...(settings.outputSchema && { outputSchema: settings.outputSchema }),
     model,
@@ -106,7 +116,9 @@ function createAgent(
     budget: budgetOf(settings),
     ...(settings.prices && { prices: settings.prices }),
     ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
-    secrets: mcpSecrets(settings),
+    secrets,
+    ...(agents && { agents }),
+    ...(settings.maxDepth !== undefined && { maxDepth: settings.maxDepth }),
   });
 }
 
@@ -219,6 +231,7 @@ export async function setupAgent(
 ): Promise<{ settings: Settings; agent: AnyAgent; loaded: LoadedTools; close(): Promise<void> }> {
   const settings = options.settings ?? (await settingsFrom(flags));
   const model = await createModel(settings);
+  const models = settings.agents && (await subAgentModels(settings, model, createModel));
   const { onElicitation, signal } = options;
   const loaded = await loadTools(settings, {
     verbose: flags.verbose === true,
@@ -229,7 +242,7 @@ export async function setupAgent(
   try {
     return {
       settings,
-      agent: createAgent(settings, model, loaded.tools, options.onApproval),
+      agent: createAgent(settings, model, loaded.tools, options.onApproval, models),
       loaded,
       close: loaded.close,
     };
