@@ -69,7 +69,9 @@ describe("agentloop run --session with sub-agents killed with SIGKILL and resume
         builtinTools: false,
         instructions: "You coordinate.",
         mcpServers: { gated: { command: process.execPath, args: [TOOLS, dir] } },
-        agents: { worker: { description: "Does one step.", instructions: "You are the worker.", tools: ["step"] } },
+        agents: {
+          worker: { description: "Does one step.", instructions: "You are the worker.", tools: ["step"] },
+        },
       }),
     );
     const stall = new Set<string>();
@@ -95,7 +97,8 @@ describe("agentloop run --session with sub-agents killed with SIGKILL and resume
       OPENAI_API_KEY: "sk-test",
       AGENTLOOP_DB: join(dir, "s.db"),
     };
-    const log = () => (existsSync(join(dir, "calls.log")) ? readFileSync(join(dir, "calls.log"), "utf8") : "");
+    const log = () =>
+      existsSync(join(dir, "calls.log")) ? readFileSync(join(dir, "calls.log"), "utf8") : "";
     const calls = () =>
       log()
         .split("\n")
@@ -152,7 +155,9 @@ describe("agentloop run --session with sub-agents killed with SIGKILL and resume
     //    finished, and its answer becomes d1's result; killed between the two delegations.
     run = start(["--resume"]);
     await started("b", 3);
-    const d1 = await run.event((e) => e.type === "tool_result" && e.id === "d1" && e.parentRunId === undefined);
+    const d1 = await run.event(
+      (e) => e.type === "tool_result" && e.id === "d1" && e.parentRunId === undefined,
+    );
     expect(d1).toMatchObject({ content: "worker did A", isError: false });
     await run.kill();
 
@@ -161,7 +166,11 @@ describe("agentloop run --session with sub-agents killed with SIGKILL and resume
     release("b", await started("b", 4));
     expect(await run.exited).toBe(0);
     const last = run.events.at(-1);
-    expect(last).toMatchObject({ type: "turn_complete", stopReason: "final_answer", output: "All delegated work done." });
+    expect(last).toMatchObject({
+      type: "turn_complete",
+      stopReason: "final_answer",
+      output: "All delegated work done.",
+    });
     expect(last?.parentRunId).toBeUndefined();
     // Worker A's events are not in this process's stream: it finished before.
     expect(run.events.some((e) => e.parentCallId === "d1")).toBe(false);
@@ -170,9 +179,15 @@ describe("agentloop run --session with sub-agents killed with SIGKILL and resume
     // Every step ran to its end once and never started again after that.
     const log1 = calls();
     for (const tag of ["a", "b"]) {
-      expect(log1.filter(([what, t]) => what === "end" && t === tag), tag).toHaveLength(1);
+      expect(
+        log1.filter(([what, t]) => what === "end" && t === tag),
+        tag,
+      ).toHaveLength(1);
       const end = log1.findIndex(([what, t]) => what === "end" && t === tag);
-      expect(log1.slice(end).filter(([what, t]) => what === "start" && t === tag), tag).toEqual([]);
+      expect(
+        log1.slice(end).filter(([what, t]) => what === "start" && t === tag),
+        tag,
+      ).toEqual([]);
     }
     const starts = log1.filter(([what]) => what === "start").map(([, tag]) => tag);
     expect(starts.sort()).toEqual(["a", "a", "b", "b", "b", "b"]);
@@ -188,6 +203,25 @@ describe("agentloop run --session with sub-agents killed with SIGKILL and resume
     // The stored session: the top-level conversation, and each child's run under its call.
     const show = await runCli(["sessions", "show", "s", "--json"], { cwd: dir, env });
     expect(show.code).toBe(0);
+    const stored = JSON.parse(show.stdout) as { role: string; runs?: Record<string, unknown>[] }[];
+    expect(stored.map((m) => m.role)).toEqual(["user", "assistant", "tool", "tool", "assistant"]);
+    const runs = stored[1]?.runs ?? [];
+    expect(runs.map((r) => [r.parentCallId, r.agent, r.depth, r.stopReason])).toEqual([
+      ["d1", "worker", 1, "final_answer"],
+      ["d2", "worker", 1, "final_answer"],
+    ]);
+    expect(runs[0]?.parentRunId).toBe(last?.runId);
+    // Each child's transcript once: its task, its step and result, its answer.
+    expect((runs[0]?.messages as Message[]).map((m) => m.role)).toEqual([
+      "user",
+      "assistant",
+      "tool",
+      "assistant",
+    ]);
+    const text = await runCli(["sessions", "show", "s"], { cwd: dir, env });
+    expect(text.stdout).toMatch(
+      /→ delegate_task .*\(d1\)\n {4}\[worker · run_\S+ · completed final_answer\]\n {4}user: A\n/,
+    );
     const ls = await runCli(["sessions", "--json"], { cwd: dir, env });
     expect(JSON.parse(ls.stdout)[0]).toMatchObject({ status: "completed", stopReason: "final_answer" });
   }, 120_000);
