@@ -212,7 +212,7 @@ describe("agentloop run --session with sub-agents killed with SIGKILL and resume
     ]);
     expect(runs[0]?.parentRunId).toBe(last?.runId);
     // Each child's transcript once: its task, its step and result, its answer.
-    expect((runs[0]?.messages as Message[]).map((m) => m.role)).toEqual([
+    expect(((runs[0]?.messages ?? []) as Message[]).map((m) => m.role)).toEqual([
       "user",
       "assistant",
       "tool",
