@@ -202,6 +202,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   private readonly output: OutputSpec | undefined;
   /** The loop options of the runs with nothing of their own, made by the first. */
   private shared: LoopOptions | undefined;
+  /** The same for its runs as a sub-agent, by the tree's budget. */
+  private readonly childShared = new WeakMap<Budget, LoopOptions>();
 
   /**
    * @throws AgentloopError("invalid_option") for a bad option: an `outputSchema` that is not an
@@ -311,7 +313,12 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
    * this agent's model, whatever `state.model` says (the caller checks it when that matters).
    * @throws AgentloopError("invalid_state") for a state that cannot continue, or a decision on a call that is not waiting.
    */
-  resume(state: RunState, options: ResumeOptions = {}, link?: ChildLink): RunHandle<OutputOf<S>> {
+  resume(state: RunState, options: ResumeOptions = {}): RunHandle<OutputOf<S>> {
+    return this.start<OutputOf<S>>(this.reopened(state, options), options);
+  }
+
+  /** `state` checked and reopened with the decisions or answer of `options` (see `resume`). */
+  private reopened(state: RunState, options: ResumeOptions): RunState {
     const s = checkRunState(state);
     s.messages = repairedHistory(s.messages) ?? s.messages;
     if (s.status === "completed") {
@@ -328,7 +335,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       throw new AgentloopError("invalid_state", `Run ${s.runId} waits for an answer: pass { answer }.`);
     }
     reopen(s, this.options.model.id, options.answer);
-    return this.start<OutputOf<S>>(s, options, link);
+    return s;
   }
 
   /** This agent as a tool (`task`, a string) that runs it as a sub-agent of the calling run (SPEC section 10). */
@@ -341,18 +348,18 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
    * instructions, then the task), or a child's stored state continued.
    */
   startChild(from: string | RunState, link: ChildLink): RunHandle<OutputOf<S>> {
-    const { signal } = link;
-    if (typeof from === "string") {
-      const state = afterHistory(
-        newRunId(),
-        [],
-        userMessage(from, Number.POSITIVE_INFINITY),
-        undefined,
-        this.options.model.id,
-      );
-      return this.start(state, { signal }, link);
-    }
-    return this.resume(from, { signal }, link);
+    const options = { signal: link.signal };
+    const state =
+      typeof from === "string"
+        ? afterHistory(
+            newRunId(),
+            [],
+            userMessage(from, Number.POSITIVE_INFINITY),
+            undefined,
+            this.options.model.id,
+          )
+        : this.reopened(from, options);
+    return this.start(state, options, link);
   }
 
   /** Starts the loop on `state`; `Output` is what the caller's signature promises `result.output` is. */
@@ -390,9 +397,16 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     const { signal } = options;
     // A run with nothing of its own (most) shares the agent's options: one object for all its runs.
     let loop: LoopOptions;
-    if (link)
-      loop = { ...this.loopOptions(output, budget, undefined), onApproval: childApproval(link, state) };
-    else if (
+    if (link) {
+      // A child asks the tree's onApproval; without one, its runs share their options as any run does.
+      const onApproval = childApproval(link, state);
+      const shared = !onApproval && output === this.output && this.fixedTools;
+      loop = (shared && this.childShared.get(budget)) || {
+        ...this.loopOptions(output, budget, undefined),
+        onApproval,
+      };
+      if (shared) this.childShared.set(budget, loop);
+    } else if (
       !options.budget &&
       options.instructions === undefined &&
       output === this.output &&

@@ -34,6 +34,8 @@ export interface TreeNode {
   /** The usage of each run above this one, which this run's model calls add to (none at the top). */
   readonly above: readonly Usage[];
   readonly root: TreeRoot;
+  /** Nobody listens to this run's events (set by its loop): its children then run without making any. */
+  quiet: boolean;
 }
 
 /** What the whole tree shares: set by the top-level run. */
@@ -75,9 +77,22 @@ export function rootNode(
     };
   }
   const save = serial && (() => (serial as (state: RunState) => Promise<void>)(state));
-  const { timeoutMs: _time, ...limits } = budget;
-  const root: TreeRoot = { maxDepth, budget: limits, save, onApproval };
-  return { node: { state, depth: 0, usage: state.usage, above: [], root }, checkpoint: serial };
+  const root: TreeRoot = { maxDepth, budget: limitsOf(budget), save, onApproval };
+  return { node: { state, depth: 0, usage: state.usage, above: [], root, quiet: false }, checkpoint: serial };
+}
+
+const limits = new WeakMap<Budget, Budget>();
+
+/** The token and cost limits of `budget` (the same object for the same budget: children's options are cached by it). */
+function limitsOf(budget: Budget): Budget {
+  if (budget.timeoutMs === undefined) return budget;
+  let found = limits.get(budget);
+  if (!found) {
+    const { timeoutMs: _time, ...rest } = budget;
+    found = rest;
+    limits.set(budget, found);
+  }
+  return found;
 }
 
 /** A child run's node, below `link.parent`. */
@@ -89,6 +104,7 @@ export function childNode(state: RunState, link: ChildLink): TreeNode {
     usage: parent.usage,
     above: [parent.state.usage, ...parent.above],
     root: parent.root,
+    quiet: false,
   };
 }
 
@@ -225,10 +241,12 @@ async function runChild(agent: AnyAgent, name: string, task: string, context: To
     };
     children.push(child);
   }
-  const origin = { parentRunId: state.runId, parentCallId: callId, agent: name, depth: depth + 1 };
-  for await (const event of handle) {
-    // A grandchild's events carry their own origin already.
-    call.forward(event.parentRunId === undefined ? ({ ...event, ...origin } as AgentEvent) : event);
+  if (!parent.quiet) {
+    const origin = { parentRunId: state.runId, parentCallId: callId, agent: name, depth: depth + 1 };
+    for await (const event of handle) {
+      // A grandchild's events carry their own origin already.
+      call.forward(event.parentRunId === undefined ? ({ ...event, ...origin } as AgentEvent) : event);
+    }
   }
   await handle.result;
   return resultOf(child);

@@ -90,6 +90,8 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
   // The events of the stage just run; none are made when nobody listens.
   const out = sink.quiet ? undefined : new Events();
   const p = new Position();
+  // A run that may delegate tells its children whether anyone listens (delegate.ts).
+  if (run.tree) run.tree.quiet = sink.quiet;
   try {
     // The input (or the decisions of a resumed run) is stored before the model is asked.
     if (checkpoint) await checkpoint(state);
