@@ -239,6 +239,62 @@ describe("a tree's limits", () => {
   });
 });
 
+describe("a tree's time limit and nesting", () => {
+  it("stops a child with the top-level run's time limit (aborted), and the run with it", async () => {
+    const hang = defineTool({
+      name: "hang",
+      description: "Ends only when aborted.",
+      parameters: z.object({}),
+      execute: (_args, { signal }) =>
+        new Promise((_resolve, reject) =>
+          signal.addEventListener("abort", () => reject(new Error("stopped"))),
+        ),
+    });
+    const child = new Agent({
+      model: scriptedModel([{ toolCalls: [{ id: "h", name: "hang", arguments: {} }] }]),
+      tools: [hang],
+    });
+    const parent = new Agent({
+      model: scriptedModel([{ toolCalls: [delegate("d", "child", "wait")] }]),
+      agents: { child },
+      budget: { timeoutMs: 20 },
+    });
+    const { events, result } = await collect(parent.stream("go"));
+    expect(result.stopReason).toBe("aborted");
+    expect(events.find((e) => e.type === "turn_complete" && e.agent === "child")).toMatchObject({
+      stopReason: "aborted",
+    });
+  });
+
+  it("tags a grandchild's events with its own parent and depth 2", async () => {
+    const leaf = new Agent({ model: scriptedModel([{ text: "leaf answer" }]) });
+    const middle = new Agent({
+      model: scriptedModel([{ toolCalls: [delegate("m1", "leaf", "deeper")] }, { text: "middle answer" }]),
+      agents: { leaf },
+    });
+    const top = new Agent({
+      model: scriptedModel([{ toolCalls: [delegate("t1", "middle", "go")] }, { text: "top answer" }]),
+      agents: { middle },
+    });
+    const { events, result } = await collect(top.stream("go"));
+    expect(result.text).toBe("top answer");
+    const ends = events.filter((e) => e.type === "turn_complete");
+    const middleRun = ends.find((e) => e.agent === "middle");
+    expect(ends.map((e) => [e.agent ?? "top", e.depth ?? 0, e.parentCallId ?? "-"])).toEqual([
+      ["leaf", 2, "m1"],
+      ["middle", 1, "t1"],
+      ["top", 0, "-"],
+    ]);
+    expect(ends[0]?.parentRunId).toBe(middleRun?.runId);
+    // The stored tree: the leaf's run inside the middle's, inside the top-level state.
+    expect(result.state.children?.[0]?.state.children?.[0]).toMatchObject({
+      agent: "leaf",
+      depth: 2,
+      parentCallId: "m1",
+    });
+  });
+});
+
 describe("approvals through a child", () => {
   const remove = defineTool({
     name: "remove",
