@@ -17,18 +17,7 @@ import { xmlToolProtocol } from "../models/xml-protocol.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
 import { DEFAULTS } from "./defaults.js";
-import {
-  AGENT_NAME,
-  agentTool,
-  type ChildLink,
-  childApproval,
-  childNode,
-  DEFAULT_MAX_DEPTH,
-  delegateTool,
-  hasAgentTools,
-  rootNode,
-  type TreeNode,
-} from "./delegate.js";
+import { agentTool, type ChildLink, childApproval, delegateToolOf, treeOf } from "./delegate.js";
 import { RunHandle } from "./handle.js";
 import { repairedHistory } from "./repair.js";
 import type { OptionsOf, ResumeOptions, RunOptions } from "./run-options.js";
@@ -229,7 +218,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       }
     }
     this.options = options;
-    this.delegate = subAgents(options);
+    this.delegate = delegateToolOf(options.agents, options.maxDepth);
     this.output = options.outputSchema === undefined ? undefined : outputSpec(options.outputSchema);
     // Fails fast on duplicate names.
     this.fixedTools = typeof options.tools === "function" ? undefined : this.toolsFor(this.output);
@@ -349,17 +338,9 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
    */
   startChild(from: string | RunState, link: ChildLink): RunHandle<OutputOf<S>> {
     const options = { signal: link.signal };
-    const state =
-      typeof from === "string"
-        ? afterHistory(
-            newRunId(),
-            [],
-            userMessage(from, Number.POSITIVE_INFINITY),
-            undefined,
-            this.options.model.id,
-          )
-        : this.reopened(from, options);
-    return this.start(state, options, link);
+    if (typeof from !== "string") return this.start(this.reopened(from, options), options, link);
+    const task = userMessage(from, Number.POSITIVE_INFINITY);
+    return this.start(afterHistory(newRunId(), [], task, undefined, this.options.model.id), options, link);
   }
 
   /** Starts the loop on `state`; `Output` is what the caller's signature promises `result.output` is. */
@@ -396,36 +377,12 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     const own = new AbortController();
     const { signal } = options;
     // A run with nothing of its own (most) shares the agent's options: one object for all its runs.
+    const plain = !options.budget && options.instructions === undefined && output === this.output;
     let loop: LoopOptions;
-    if (link) {
-      // A child asks the tree's onApproval; without one, its runs share their options as any run does.
-      const onApproval = childApproval(link, state);
-      const shared = !onApproval && output === this.output && this.fixedTools;
-      loop = (shared && this.childShared.get(budget)) || {
-        ...this.loopOptions(output, budget, undefined),
-        onApproval,
-      };
-      if (shared) this.childShared.set(budget, loop);
-    } else if (
-      !options.budget &&
-      options.instructions === undefined &&
-      output === this.output &&
-      this.fixedTools
-    ) {
-      this.shared ??= this.loopOptions(output, budget, undefined);
-      loop = this.shared;
-    } else loop = this.loopOptions(output, budget, options.instructions);
-    // A run that may delegate, or a child, has its place in a tree; the top-level one stores the tree.
-    let { checkpoint } = options;
-    let tree: TreeNode | undefined;
-    if (link) {
-      tree = childNode(state, link);
-      const { save } = link.parent.root;
-      checkpoint = save && (() => save());
-    } else if (hasAgentTools(loop.tools)) {
-      const maxDepth = o.maxDepth ?? DEFAULT_MAX_DEPTH;
-      ({ node: tree, checkpoint } = rootNode(state, maxDepth, budget, checkpoint, loop.onApproval));
-    }
+    if (link) loop = this.childLoop(output, budget, link, state);
+    else if (plain && this.fixedTools) loop = this.shared ??= this.loopOptions(output, budget, undefined);
+    else loop = this.loopOptions(output, budget, options.instructions);
+    const { tree, checkpoint } = treeOf(state, link, loop, o.maxDepth, options.checkpoint);
     const runSignal =
       signal && timer
         ? AbortSignal.any([own.signal, signal, timer])
@@ -435,6 +392,22 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     const run = startRun(loop, runSignal, checkpoint, runSignal === own.signal);
     run.tree = tree;
     return new RunHandle<Output>(state, run, own, o.onEvent);
+  }
+
+  /** A sub-agent run's options: the tree's `onApproval`; without one, shared by its runs as a top-level run's are. */
+  private childLoop(
+    output: OutputSpec | undefined,
+    budget: Budget,
+    link: ChildLink,
+    state: RunState,
+  ): LoopOptions {
+    const onApproval = childApproval(link, state);
+    const shared = !onApproval && output === this.output && this.fixedTools;
+    const found = shared ? this.childShared.get(budget) : undefined;
+    if (found) return found;
+    const loop = { ...this.loopOptions(output, budget, undefined), onApproval };
+    if (shared) this.childShared.set(budget, loop);
+    return loop;
   }
 
   /**
@@ -503,22 +476,4 @@ function ownContext(options: AgentOptions<OutputSchema | undefined>): LoopContex
     );
   }
   return loopContextOf(context);
-}
-
-/** The `delegate_task` tool of an agent with sub-agents; undefined without any. */
-function subAgents(options: AgentOptions<OutputSchema | undefined>): Tool | undefined {
-  const { agents, maxDepth } = options;
-  if (maxDepth !== undefined && (!Number.isInteger(maxDepth) || maxDepth < 1))
-    throw new AgentloopError("invalid_option", `maxDepth must be a positive integer, got ${maxDepth}.`);
-  if (!agents || Object.keys(agents).length === 0) return undefined;
-  for (const [name, agent] of Object.entries(agents)) {
-    if (!AGENT_NAME.test(name))
-      throw new AgentloopError(
-        "invalid_option",
-        `agents: '${name}' is not a valid sub-agent name: use 1 to 64 of a-z A-Z 0-9 _ -.`,
-      );
-    if (!(agent instanceof Agent))
-      throw new AgentloopError("invalid_option", `agents.${name} must be an Agent (new Agent({ ... })).`);
-  }
-  return delegateTool(agents);
 }

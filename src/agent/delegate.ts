@@ -18,10 +18,10 @@ import type { Budget } from "./prompt.js";
 import type { ApprovalDecision, LoopOptions, Run } from "./run.js";
 
 /** Sub-agents nest at most this deep unless `maxDepth` says otherwise. */
-export const DEFAULT_MAX_DEPTH = 3;
+const DEFAULT_MAX_DEPTH = 3;
 
 /** Sub-agent and agent tool names: what providers take as a tool name. */
-export const AGENT_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+const AGENT_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
 /** A run's place in a delegation tree: on every run of an agent with sub-agents, and every child's. */
 export interface TreeNode {
@@ -58,8 +58,29 @@ export interface ChildLink {
   signal: AbortSignal;
 }
 
+/**
+ * A run's place in a tree and the checkpoint it runs with: a child's (`link`) stores the tree
+ * through the top-level run; a run whose tools can delegate is the root of one, its checkpoint made
+ * serial; any other run has none (and pays nothing).
+ */
+export function treeOf(
+  state: RunState,
+  link: ChildLink | undefined,
+  loop: LoopOptions,
+  maxDepth: number | undefined,
+  checkpoint: ((state: RunState) => Promise<void>) | undefined,
+): { tree: TreeNode | undefined; checkpoint: ((state: RunState) => Promise<void>) | undefined } {
+  if (link) {
+    const { save } = link.parent.root;
+    return { tree: childNode(state, link), checkpoint: save && (() => save()) };
+  }
+  if (!hasAgentTools(loop.tools)) return { tree: undefined, checkpoint };
+  const root = rootNode(state, maxDepth ?? DEFAULT_MAX_DEPTH, loop.budget, checkpoint, loop.onApproval);
+  return { tree: root.node, checkpoint: root.checkpoint };
+}
+
 /** The top-level run's node, with its checkpoint made serial (its children store through it too). */
-export function rootNode(
+function rootNode(
   state: RunState,
   maxDepth: number,
   budget: Budget,
@@ -96,7 +117,7 @@ function limitsOf(budget: Budget): Budget {
 }
 
 /** A child run's node, below `link.parent`. */
-export function childNode(state: RunState, link: ChildLink): TreeNode {
+function childNode(state: RunState, link: ChildLink): TreeNode {
   const { parent } = link;
   return {
     state,
@@ -123,7 +144,7 @@ const AGENT_TOOLS = new WeakSet<Tool>();
 const withAgents = new WeakMap<readonly Tool[], boolean>();
 
 /** Whether a tool list has `delegate_task` or an agent tool (once per list: an agent's runs share it). */
-export function hasAgentTools(tools: readonly Tool[]): boolean {
+function hasAgentTools(tools: readonly Tool[]): boolean {
   let found = withAgents.get(tools);
   if (found === undefined) {
     found = tools.some((tool) => AGENT_TOOLS.has(tool));
@@ -133,10 +154,34 @@ export function hasAgentTools(tools: readonly Tool[]): boolean {
 }
 
 /**
- * The `delegate_task` tool of an agent with sub-agents: `agent` one of their names (an enum),
- * `task` the child's instructions. The description lists each agent with its description.
+ * The `delegate_task` tool of an agent with `agents` (undefined without any), its options checked.
+ * @throws AgentloopError("invalid_option") for a name that is not valid, an entry that is not an
+ * Agent, a `maxDepth` that is not a positive integer.
  */
-export function delegateTool(agents: Readonly<Record<string, AnyAgent>>): Tool {
+export function delegateToolOf(
+  agents: Readonly<Record<string, AnyAgent>> | undefined,
+  maxDepth: number | undefined,
+): Tool | undefined {
+  if (maxDepth !== undefined && (!Number.isInteger(maxDepth) || maxDepth < 1))
+    throw new AgentloopError("invalid_option", `maxDepth must be a positive integer, got ${maxDepth}.`);
+  if (!agents || Object.keys(agents).length === 0) return undefined;
+  for (const [name, agent] of Object.entries(agents)) {
+    if (!AGENT_NAME.test(name))
+      throw new AgentloopError(
+        "invalid_option",
+        `agents: '${name}' is not a valid sub-agent name: use 1 to 64 of a-z A-Z 0-9 _ -.`,
+      );
+    if (typeof (agent as Partial<AnyAgent> | undefined)?.startChild !== "function")
+      throw new AgentloopError("invalid_option", `agents.${name} must be an Agent (new Agent({ ... })).`);
+  }
+  return delegateTool(agents);
+}
+
+/**
+ * The `delegate_task` tool: `agent` one of the names (an enum), `task` the child's instructions.
+ * The description lists each agent with its description.
+ */
+function delegateTool(agents: Readonly<Record<string, AnyAgent>>): Tool {
   const names = Object.keys(agents);
   const list = names.map((name) => `- ${name}: ${agents[name]?.options.description ?? ""}`.trimEnd());
   const tool: Tool = {
