@@ -334,6 +334,36 @@ describe("approvals through a child", () => {
     ]);
   });
 
+  it("asks about parallel children's calls one at a time", async () => {
+    let open = 0;
+    let most = 0;
+    const cleaner = (path: string) =>
+      new Agent({
+        model: scriptedModel([
+          { toolCalls: [{ id: `r-${path}`, name: "remove", arguments: { path } }] },
+          { text: "ok" },
+        ]),
+        tools: [remove],
+      });
+    const parent = new Agent({
+      model: scriptedModel([
+        { toolCalls: [delegate("d1", "one", "clean"), delegate("d2", "two", "clean")] },
+        { text: "clean" },
+      ]),
+      agents: { one: cleaner("a.txt"), two: cleaner("b.txt") },
+      onApproval: async () => {
+        open++;
+        most = Math.max(most, open);
+        await new Promise((r) => setTimeout(r, 5));
+        open--;
+        return "approve" as const;
+      },
+    });
+    const result = await parent.run("go");
+    expect(result.text).toBe("clean");
+    expect(most).toBe(1);
+  });
+
   it("without onApproval the top-level run waits with the child's calls; resume continues the child, then its parent", async () => {
     const cleaner = new Agent({
       model: scriptedModel([

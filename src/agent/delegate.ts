@@ -98,8 +98,22 @@ function rootNode(
     };
   }
   const save = serial && (() => (serial as (state: RunState) => Promise<void>)(state));
-  const root: TreeRoot = { maxDepth, budget: limitsOf(budget), save, onApproval };
+  // Parallel children ask one at a time, as one run does: a person answers one question at once.
+  const ask = onApproval && oneAtATime(onApproval);
+  const root: TreeRoot = { maxDepth, budget: limitsOf(budget), save, onApproval: ask };
   return { node: { state, depth: 0, usage: state.usage, above: [], root, quiet: false }, checkpoint: serial };
+}
+
+type Approver = NonNullable<LoopOptions["onApproval"]>;
+
+/** `ask`, called again only once its last answer is in. */
+function oneAtATime(ask: Approver): Approver {
+  let last: Promise<unknown> = Promise.resolve();
+  return (call) => {
+    const next = last.then(() => ask(call));
+    last = next.catch(() => {});
+    return next;
+  };
 }
 
 const limits = new WeakMap<Budget, Budget>();
