@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { startFakeAnthropicServer } from "../src/testing/fake-anthropic-server.js";
 import {
   type FakeOpenAIServer,
   type FakeReply,
@@ -106,6 +107,32 @@ describe("agentloop run with sub-agents", () => {
     expect(usage(ends[1] as Record<string, unknown>)).toBeGreaterThan(
       usage(ends[0] as Record<string, unknown>),
     );
+  });
+
+  it("runs a sub-agent on another provider, with that provider's key and base URL from the environment", async () => {
+    const w = await workspace(
+      {
+        agents: {
+          researcher: { description: "Finds facts.", provider: "anthropic", model: "claude-haiku-4-5" },
+        },
+      },
+      topScript,
+      childScript,
+    );
+    const anthropic = await startFakeAnthropicServer({ respond: () => ({ text: "Forty-two." }) });
+    try {
+      const run = await runCli(["run", "What is 6*7?"], {
+        cwd: w.dir,
+        env: { ...w.env, ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-test" },
+      });
+      expect(run.code).toBe(0);
+      expect(run.stdout).toBe("Researcher: Forty-two.\n");
+      expect(anthropic.requests.map((r) => r.body.model)).toEqual(["claude-haiku-4-5"]);
+      expect(anthropic.requests[0]?.headers["x-api-key"]).toBe("sk-ant-test");
+      expect(w.models()).toEqual(["gpt-4o-mini", "gpt-4o-mini"]);
+    } finally {
+      await anthropic.close();
+    }
   });
 
   it("stops the child and the top-level run budget_exceeded (exit 7) when the child spends the tree's token budget", async () => {
