@@ -29,6 +29,9 @@ export interface TreeNode {
   readonly state: RunState;
   /** 0 for the top-level run, 1 for its children. */
   readonly depth: number;
+  /** A child's name and the id of the call that started it (undefined at the top). */
+  readonly agent: string | undefined;
+  readonly parentCallId: string | undefined;
   /** The top-level run's usage, which includes every child's: what the budget is checked against. */
   readonly usage: Usage;
   /** The usage of each run above this one, which this run's model calls add to (none at the top). */
@@ -54,6 +57,8 @@ export interface ChildLink {
   parent: TreeNode;
   /** The child's name, as its parent delegates to it. */
   agent: string;
+  /** The id of the parent's call that starts it. */
+  callId: string;
   /** The delegating call's signal: the parent's abort and time limit. */
   signal: AbortSignal;
 }
@@ -101,7 +106,8 @@ function rootNode(
   // Parallel children ask one at a time, as one run does: a person answers one question at once.
   const ask = onApproval && oneAtATime(onApproval);
   const root: TreeRoot = { maxDepth, budget: limitsOf(budget), save, onApproval: ask };
-  return { node: { state, depth: 0, usage: state.usage, above: [], root, quiet: false }, checkpoint: serial };
+  const node = { state, depth: 0, agent: undefined, parentCallId: undefined, usage: state.usage, above: [] };
+  return { node: { ...node, root, quiet: false }, checkpoint: serial };
 }
 
 type Approver = NonNullable<LoopOptions["onApproval"]>;
@@ -136,6 +142,8 @@ function childNode(state: RunState, link: ChildLink): TreeNode {
   return {
     state,
     depth: parent.depth + 1,
+    agent: link.agent,
+    parentCallId: link.callId,
     usage: parent.usage,
     above: [parent.state.usage, ...parent.above],
     root: parent.root,
@@ -287,7 +295,7 @@ async function runChild(agent: AnyAgent, name: string, task: string, context: To
   // A child that finished before a crash is not run again.
   if (child && child.state.status !== "running" && child.state.status !== "awaiting_approval")
     return resultOf(child);
-  const link: ChildLink = { parent, agent: name, signal: context.signal };
+  const link: ChildLink = { parent, agent: name, callId, signal: context.signal };
   const handle = agent.startChild(child ? child.state : task, link);
   if (!child) {
     child = {
