@@ -106,8 +106,17 @@ function rootNode(
   // Parallel children ask one at a time, as one run does: a person answers one question at once.
   const ask = onApproval && oneAtATime(onApproval);
   const root: TreeRoot = { maxDepth, budget: limitsOf(budget), save, onApproval: ask };
-  const node = { state, depth: 0, agent: undefined, parentCallId: undefined, usage: state.usage, above: [] };
-  return { node: { ...node, root, quiet: false }, checkpoint: serial };
+  const node: TreeNode = {
+    state,
+    depth: 0,
+    agent: undefined,
+    parentCallId: undefined,
+    usage: state.usage,
+    above: [],
+    root,
+    quiet: false,
+  };
+  return { node, checkpoint: serial };
 }
 
 type Approver = NonNullable<LoopOptions["onApproval"]>;
