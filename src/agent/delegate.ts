@@ -92,17 +92,9 @@ function rootNode(
   checkpoint: ((state: RunState) => Promise<void>) | undefined,
   onApproval: LoopOptions["onApproval"],
 ): { node: TreeNode; checkpoint: ((state: RunState) => Promise<void>) | undefined } {
-  let serial: ((state: RunState) => Promise<void>) | undefined;
-  if (checkpoint) {
-    // Children checkpoint while their parent does: one write at a time, each of the latest state.
-    let last: Promise<void> = Promise.resolve();
-    serial = (s) => {
-      const next = last.then(() => checkpoint(s));
-      last = next.catch(() => {});
-      return next;
-    };
-  }
-  const save = serial && (() => (serial as (state: RunState) => Promise<void>)(state));
+  // Children checkpoint while their parent does: one write at a time, each of the latest state.
+  const serial = checkpoint && oneAtATime(checkpoint);
+  const save = serial && (() => serial(state));
   // Parallel children ask one at a time, as one run does: a person answers one question at once.
   const ask = onApproval && oneAtATime(onApproval);
   const root: TreeRoot = { maxDepth, budget: limitsOf(budget), save, onApproval: ask };
@@ -119,13 +111,11 @@ function rootNode(
   return { node, checkpoint: serial };
 }
 
-type Approver = NonNullable<LoopOptions["onApproval"]>;
-
-/** `ask`, called again only once its last answer is in. */
-function oneAtATime(ask: Approver): Approver {
+/** `f`, called again only once its last call has settled. */
+function oneAtATime<A, R>(f: (arg: A) => R | Promise<R>): (arg: A) => Promise<R> {
   let last: Promise<unknown> = Promise.resolve();
-  return (call) => {
-    const next = last.then(() => ask(call));
+  return (arg) => {
+    const next = last.then(() => f(arg));
     last = next.catch(() => {});
     return next;
   };
