@@ -334,6 +334,43 @@ describe("approvals through a child", () => {
     ]);
   });
 
+  it("a tool allowed for good in a child is not asked about again in the children started later", async () => {
+    const asked: string[] = [];
+    const cleaner = () =>
+      new Agent({
+        model: scriptedModel((request) =>
+          request.messages.at(-1)?.role === "tool"
+            ? { text: "ok" }
+            : {
+                toolCalls: [
+                  { id: "r", name: "remove", arguments: { path: String(request.messages[0]?.content) } },
+                ],
+              },
+        ),
+        tools: [remove],
+      });
+    const parent = new Agent({
+      model: scriptedModel([
+        { toolCalls: [delegate("d1", "cleaner", "a.txt")] },
+        { toolCalls: [delegate("d2", "cleaner", "b.txt")] },
+        { text: "clean" },
+      ]),
+      agents: { cleaner: cleaner() },
+      onApproval: (call) => {
+        asked.push(String(call.arguments.path));
+        return "always";
+      },
+    });
+    const result = await parent.run("go");
+    expect(result.text).toBe("clean");
+    expect(asked).toEqual(["a.txt"]);
+    expect(result.state.allowedTools).toEqual(["remove"]);
+    const removed = result.state.children?.map(
+      (c) => c.state.messages.find((m) => m.role === "tool")?.content,
+    );
+    expect(removed).toEqual(["removed a.txt", "removed b.txt"]);
+  });
+
   it("asks about parallel children's calls one at a time", async () => {
     let open = 0;
     let most = 0;

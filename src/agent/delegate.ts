@@ -29,6 +29,8 @@ export interface TreeNode {
   readonly state: RunState;
   /** 0 for the top-level run, 1 for its children. */
   readonly depth: number;
+  /** The run that started this one (undefined at the top). */
+  readonly parent: TreeNode | undefined;
   /** A child's name and the id of the call that started it (undefined at the top). */
   readonly agent: string | undefined;
   readonly parentCallId: string | undefined;
@@ -101,6 +103,7 @@ function rootNode(
   const node: TreeNode = {
     state,
     depth: 0,
+    parent: undefined,
     agent: undefined,
     parentCallId: undefined,
     usage: state.usage,
@@ -141,6 +144,7 @@ function childNode(state: RunState, link: ChildLink): TreeNode {
   return {
     state,
     depth: parent.depth + 1,
+    parent,
     agent: link.agent,
     parentCallId: link.callId,
     usage: parent.usage,
@@ -150,13 +154,22 @@ function childNode(state: RunState, link: ChildLink): TreeNode {
   };
 }
 
-/** The tree's `onApproval` for a child's calls: it names the agent and the child run. */
+/**
+ * The tree's `onApproval` for a child's calls: it names the agent and the child run. A tool the
+ * person allows for good ("always") is allowed in every run above too, so the children those
+ * start later do not ask about it again (a new child starts with its parent's allowed tools).
+ */
 export function childApproval(link: ChildLink, state: RunState): LoopOptions["onApproval"] {
   const ask = link.parent.root.onApproval;
   if (!ask) return undefined;
   const { agent } = link;
-  return (call: PendingApproval): ApprovalDecision | Promise<ApprovalDecision> =>
-    ask(call.agent === undefined ? { ...call, agent, runId: state.runId } : call);
+  return async (call: PendingApproval): Promise<ApprovalDecision> => {
+    const answer = await ask(call.agent === undefined ? { ...call, agent, runId: state.runId } : call);
+    if (answer === "always")
+      for (let node: TreeNode | undefined = link.parent; node; node = node.parent)
+        if (!node.state.allowedTools.includes(call.name)) node.state.allowedTools.push(call.name);
+    return answer;
+  };
 }
 
 /** Marks the tools that run an agent, so an agent that has one gives its runs a tree. */
@@ -297,6 +310,7 @@ async function runChild(agent: AnyAgent, name: string, task: string, context: To
   const link: ChildLink = { parent, agent: name, callId, signal: context.signal };
   const handle = agent.startChild(child ? child.state : task, link);
   if (!child) {
+    handle.state.allowedTools.push(...state.allowedTools);
     child = {
       agent: name,
       parentRunId: state.runId,
