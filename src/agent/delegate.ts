@@ -303,7 +303,10 @@ async function runChild(agent: AnyAgent, name: string, task: string, context: To
   const { iteration } = state;
   state.children ??= [];
   const { children } = state;
-  let child = children.find((c) => c.parentCallId === callId && c.iteration === iteration);
+  const { runId } = state;
+  let child = children.find(
+    (c) => c.parentCallId === callId && c.iteration === iteration && c.parentRunId === runId,
+  );
   // A child that finished before a crash is not run again.
   if (child && child.state.status !== "running" && child.state.status !== "awaiting_approval")
     return resultOf(child);
@@ -313,7 +316,7 @@ async function runChild(agent: AnyAgent, name: string, task: string, context: To
     handle.state.allowedTools.push(...state.allowedTools);
     child = {
       agent: name,
-      parentRunId: state.runId,
+      parentRunId: runId,
       parentCallId: callId,
       iteration,
       depth: depth + 1,
