@@ -18,6 +18,7 @@ import {
 } from "./overhead.ts";
 import { replicaScaling } from "./replicas.ts";
 import { parallelTools } from "./scenarios.ts";
+import { subAgentCost } from "./subagents.ts";
 import { median, type TargetResult } from "./section.ts";
 import { serverUnderLoad } from "./server.ts";
 import { storeBenchmarks } from "./store.ts";
@@ -120,6 +121,8 @@ targets.push(...storeTargets(store, cold.heavy));
 const parallel = await part("parallel tools", () => parallelTools());
 sections.push(parallel.markdown);
 targets.push(...parallel.targets);
+
+sections.push((await part("sub-agents", () => subAgentCost(quick ? 5 : 11))).markdown);
 
 sections.push(await part("replicas on PostgreSQL", () => replicaScaling(quick ? 2 : 5, quick ? 1 : 2)));
 

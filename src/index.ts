@@ -31,7 +31,14 @@ export type {
   UserInput,
   UserMessage,
 } from "./core/messages.js";
-export type { ClientTool, GuardState, PendingCalls, RunState, RunStatus } from "./core/run-state.js";
+export type {
+  ChildRun,
+  ClientTool,
+  GuardState,
+  PendingCalls,
+  RunState,
+  RunStatus,
+} from "./core/run-state.js";
 export { RUN_STATE_VERSION } from "./core/run-state.js";
 export type { CompactionOptions } from "./memory/compaction.js";
 export type { ContextManager, ContextOptions, ContextTransform } from "./memory/prune.js";

@@ -105,6 +105,7 @@ const ENTRY_POINTS: Record<string, { values: string[]; types: string[] }> = {
       "ApprovalDecision",
       "AssistantMessage",
       "Budget",
+      "ChildRun",
       "ClientTool",
       "ClientToolResult",
       "CompactResult",

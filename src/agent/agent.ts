@@ -21,6 +21,7 @@ import type { Tool } from "../tools/tool.js";
 import { type AgentTracing, agentTracing, traceRun } from "../tracing/run-trace.js";
 import { type CompactResult, compactMessages, type LoopCompaction, loopCompaction } from "./compact.js";
 import { DEFAULTS } from "./defaults.js";
+import { agentTool, type ChildLink, childApproval, delegateToolOf, treeOf } from "./delegate.js";
 import { RunHandle } from "./handle.js";
 import { repairedHistory } from "./repair.js";
 import type { OptionsOf, ResumeOptions, RunOptions } from "./run-options.js";
@@ -58,6 +59,17 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
   captureMessageContent?: boolean;
   /** The agent's instructions: the start of every system prompt. */
   instructions?: string;
+  /** What the agent does, for a parent agent that delegates to it (the model chooses by it). */
+  description?: string;
+  /**
+   * Sub-agents this agent may hand tasks to, by name (`^[a-zA-Z0-9_-]{1,64}$`): the model is offered
+   * `delegate_task` (`agent`, one of these names; `task`), which runs the agent as a child run on a
+   * fresh history and returns its answer (SPEC section 10). Children share this run's budget,
+   * abort signal, `onApproval`, event stream and checkpoints.
+   */
+  agents?: Readonly<Record<string, AnyAgent>>;
+  /** How deep sub-agents may nest below this agent's runs (a child of the top-level run has depth 1). Default 3. */
+  maxDepth?: number;
   /**
    * Tools offered to the model, in this order. Names must be unique.
    * A list, or a function read at the start of every run (for catalogues that change, such as
@@ -184,7 +196,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     const own = typeof this.options.tools === "function" ? this.options.tools() : (this.options.tools ?? []);
     const breaking = this.options.mode === "explicit" ? loopBreakingTools() : [];
     const withSchema = (t: Tool) => (spec && t.name === "task_completion" ? taskCompletionFor(spec, t) : t);
-    const tools = [...own, ...breaking.map(withSchema)];
+    const delegate = this.delegate ? [this.delegate] : [];
+    const tools = [...own, ...delegate, ...breaking.map(withSchema)];
     const seen = new Set<string>();
     for (const tool of tools) {
       if (seen.has(tool.name)) {
@@ -197,6 +210,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     }
     return tools;
   }
+  /** `delegate_task`, when the agent has sub-agents. */
+  private readonly delegate: Tool | undefined;
   private readonly model: Model;
   private readonly price: ModelPrice | undefined;
   private readonly context: LoopContext;
@@ -206,6 +221,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   /** The loop options of the runs with nothing of their own, made by the first. */
   private shared: LoopOptions | undefined;
   private readonly compaction: LoopCompaction | undefined;
+  /** The same for its runs as a sub-agent, by the tree's budget. */
+  private readonly childShared = new WeakMap<Budget, LoopOptions>();
 
   /**
    * @throws AgentloopError("invalid_option") for a bad option: an `outputSchema` that is not an
@@ -231,6 +248,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
       }
     }
     this.options = options;
+    this.delegate = delegateToolOf(options.agents, options.maxDepth);
     this.output = options.outputSchema === undefined ? undefined : outputSpec(options.outputSchema);
     // Fails fast on duplicate names.
     this.fixedTools = typeof options.tools === "function" ? undefined : this.toolsFor(this.output);
@@ -337,6 +355,11 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
    * @throws AgentloopError("invalid_state") for a state that cannot continue, or a decision on a call that is not waiting.
    */
   resume(state: RunState, options: ResumeOptions = {}): RunHandle<OutputOf<S>> {
+    return this.start<OutputOf<S>>(this.reopened(state, options), options);
+  }
+
+  /** `state` checked and reopened with the decisions or answer of `options` (see `resume`). */
+  private reopened(state: RunState, options: ResumeOptions): RunState {
     const s = checkRunState(state);
     s.messages = repairedHistory(s.messages) ?? s.messages;
     if (s.status === "completed") {
@@ -361,11 +384,31 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
         ? checkClientTools(options.clientTools, this.tools)
         : undefined;
     reopen(s, this.options.model.id, options.answer);
-    return this.start<OutputOf<S>>(s, options);
+    return s;
+  }
+
+  /** This agent as a tool (`task`, a string) that runs it as a sub-agent of the calling run (SPEC section 10). */
+  asTool(options: { name: string; description: string }): Tool {
+    return agentTool(this, options.name, options.description);
+  }
+
+  /**
+   * @internal A run of this agent as a sub-agent (delegate.ts): a new one on `task` (its
+   * instructions, then the task), or a child's stored state continued.
+   */
+  startChild(from: string | RunState, link: ChildLink): RunHandle<OutputOf<S>> {
+    const options = { signal: link.signal };
+    if (typeof from !== "string") return this.start(this.reopened(from, options), options, link);
+    const task = userMessage(from, Number.POSITIVE_INFINITY);
+    return this.start(afterHistory(newRunId(), [], task, undefined, this.options.model.id), options, link);
   }
 
   /** Starts the loop on `state`; `Output` is what the caller's signature promises `result.output` is. */
-  private start<Output>(state: RunState, options: RunOptions | ResumeOptions): RunHandle<Output> {
+  private start<Output>(
+    state: RunState,
+    options: RunOptions | ResumeOptions,
+    link?: ChildLink,
+  ): RunHandle<Output> {
     const o = this.options;
     // The agent's schema, or the run's own, else the one the run was started with (a stored run
     // resumed by an agent without one).
@@ -381,41 +424,59 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     }
     if (output) state.outputSchema = output.jsonSchema;
     else if (state.outputSchema) output = outputSpec(state.outputSchema, "The run state's outputSchema");
-    const budget = options.budget ? { ...o.budget, ...options.budget } : (o.budget ?? NO_BUDGET);
-    if (options.budget) this.checkBudget(budget);
+    // A child has its tree's budget (whose time limit reaches it through its signal).
+    const budget = link
+      ? link.parent.root.budget
+      : options.budget
+        ? { ...o.budget, ...options.budget }
+        : (o.budget ?? NO_BUDGET);
+    if (options.budget || link) this.checkBudget(budget);
     // Node fires a timer longer than 2^31-1 ms (24.8 days) at once: such a limit is no limit.
     const { timeoutMs } = budget;
-    const timer = timeoutMs && timeoutMs <= 2 ** 31 - 1 ? AbortSignal.timeout(timeoutMs) : undefined;
+    const timer = timeoutMs && timeoutMs <= 2 ** 31 - 1 && !link ? AbortSignal.timeout(timeoutMs) : undefined;
     const own = new AbortController();
     const { signal } = options;
     // A run with nothing of its own (most) shares the agent's options: one object for all its runs.
+    const plain = !options.budget && options.instructions === undefined && output === this.output;
     let loop: LoopOptions;
     const client = state.clientTools;
-    if (
-      !options.budget &&
-      options.instructions === undefined &&
-      output === this.output &&
-      this.fixedTools &&
-      !client
-    ) {
-      this.shared ??= this.loopOptions(output, budget, undefined);
-      loop = this.shared;
-    } else loop = this.loopOptions(output, budget, options.instructions);
+    if (link) loop = this.childLoop(output, budget, link, state);
+    else if (plain && this.fixedTools && !client)
+      loop = this.shared ??= this.loopOptions(output, budget, undefined);
+    else loop = this.loopOptions(output, budget, options.instructions);
     if (client) {
       loop.tools = [...loop.tools, ...client.map(clientTool)];
       loop.toolChoice = options.toolChoice;
       loop.parallelToolCalls = options.parallelToolCalls;
     }
+    const { tree, checkpoint } = treeOf(state, link, loop, o.maxDepth, options.checkpoint);
     const runSignal =
       signal && timer
         ? AbortSignal.any([own.signal, signal, timer])
         : signal || timer
           ? AbortSignal.any([own.signal, (signal ?? timer) as AbortSignal])
           : own.signal;
-    const run = startRun(loop, runSignal, options.checkpoint, runSignal === own.signal);
+    const run = startRun(loop, runSignal, checkpoint, runSignal === own.signal);
+    run.tree = tree;
     run.trace = traceRun(this.tracing, state, this.redact?.text);
     if (run.trace) run.streamOptions = { signal: runSignal, attempts: run.trace };
     return new RunHandle<Output>(state, run, own, o.onEvent);
+  }
+
+  /** A sub-agent run's options: the tree's `onApproval`; without one, shared by its runs as a top-level run's are. */
+  private childLoop(
+    output: OutputSpec | undefined,
+    budget: Budget,
+    link: ChildLink,
+    state: RunState,
+  ): LoopOptions {
+    const onApproval = childApproval(link, state);
+    const shared = !onApproval && output === this.output && this.fixedTools;
+    const found = shared ? this.childShared.get(budget) : undefined;
+    if (found) return found;
+    const loop = { ...this.loopOptions(output, budget, undefined), onApproval };
+    if (shared) this.childShared.set(budget, loop);
+    return loop;
   }
 
   /**

@@ -101,6 +101,8 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
   // The events of the stage just run; none are made when nobody listens.
   const out = sink.quiet ? undefined : new Events();
   const p = new Position();
+  // A run that may delegate tells its children whether anyone listens (delegate.ts).
+  if (run.tree) run.tree.quiet = sink.quiet;
   try {
     // The input (or the decisions of a resumed run) is stored before the model is asked.
     if (checkpoint) await checkpoint(state);
@@ -254,13 +256,16 @@ export async function* runLoop(state: RunState, run: Run, sink: Sink): AsyncGene
           for (;;) {
             const update = execution.take();
             if (update?.type === "outcome") {
+              // A sub-agent that waits for approvals: no result yet (`decide` makes the run wait).
+              if (update.waits) continue;
               const result = record(state, run, update);
               if (checkpoint) await checkpoint(state);
               if (!out) continue;
               out.push(resultEvent(result, update.durationMs, state.runId));
             } else if (update) {
               if (!out) continue;
-              out.push(progressEvent(state, update));
+              // A sub-agent's events come tagged with where they come from (delegate.ts).
+              out.push(update.type === "progress" ? progressEvent(state, update) : update.event);
             } else if (!execution.done) {
               await execution.wait();
               continue;

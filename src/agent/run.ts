@@ -1,4 +1,4 @@
-import type { AgentEvent } from "../core/events.js";
+import type { AgentEvent, PendingApproval } from "../core/events.js";
 import type { Redactor } from "../core/redact.js";
 import type { FinalStopReason, RunState, StoppedState } from "../core/run-state.js";
 import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/prune.js";
@@ -10,6 +10,7 @@ import type { Tool } from "../tools/tool.js";
 import type { RunTrace } from "../tracing/run-trace.js";
 import { RunClock } from "./clock.js";
 import type { LoopCompaction } from "./compact.js";
+import type { TreeNode } from "./delegate.js";
 import { OUTPUT_NAME, type OutputSpec, outputInstructions } from "./output.js";
 import { type Budget, type Mode, stablePrompt, type ToolProtocol } from "./prompt.js";
 import { breakerMessage } from "./stop.js";
@@ -57,11 +58,7 @@ export interface LoopOptions {
   toolChoice?: ToolChoice;
   parallelToolCalls?: boolean;
   /** Asks a person about a call that needs approval; without it such calls wait in the state. */
-  onApproval?: (call: {
-    id: string;
-    name: string;
-    arguments: Record<string, unknown>;
-  }) => ApprovalDecision | Promise<ApprovalDecision>;
+  onApproval?: ((call: PendingApproval) => ApprovalDecision | Promise<ApprovalDecision>) | undefined;
 }
 
 /**
@@ -124,6 +121,8 @@ export interface Run extends ExecuteOptions {
   iterationStartedAt: number;
   /** The run's spans (SPEC section 11): set by `Agent` when something records them. */
   trace: RunTrace | undefined;
+  /** Its place in a delegation tree: set for an agent with sub-agents and for a sub-agent's run (delegate.ts). */
+  tree: TreeNode | undefined;
 }
 
 /**
@@ -225,6 +224,7 @@ export function startRun(
     startedAt: now,
     iterationStartedAt: now,
     trace: undefined,
+    tree: undefined,
   };
 }
 

@@ -34,7 +34,7 @@ import {
 import { prepareKept, redactedStream, redactReply } from "./redact-reply.js";
 import { uniqueIds } from "./repair.js";
 import { CONTINUE, circuitBreaker, type Next, type Run, type Sink, type Stop } from "./run.js";
-import { answeredCalls, isQuestion, pendingCalls, sortResults, stopOutcome } from "./state.js";
+import { answeredCalls, isQuestion, pendingCalls, sortResults, stopOutcome, waitingChild } from "./state.js";
 import { recordCall, recordFailure, recordSuccess, repetitionWarning, tripped } from "./stop.js";
 
 /**
@@ -79,9 +79,11 @@ export function begin(state: RunState, run: Run, out: Events | undefined): strin
   let warning: string | undefined;
   if (run.budgeted) {
     const { budget } = run.options;
+    // A delegation tree has one budget: the top-level run's usage, which includes every child's.
+    const usage = run.tree ? run.tree.usage : state.usage;
     const spent = {
-      tokens: state.usage.inputTokens + state.usage.outputTokens,
-      costUsd: state.usage.costUsd ?? 0,
+      tokens: usage.inputTokens + usage.outputTokens,
+      costUsd: usage.costUsd ?? 0,
       elapsedMs: started - run.startedAt,
     };
     const over = budgetExceeded(budget, spent);
@@ -194,6 +196,8 @@ export function takeReply(
   if (run.options.redact) redactReply(reply, run.options.redact, run);
   if (run.options.price) reply.usage.costUsd = costOf(reply.usage, run.options.price);
   addUsage(state.usage, reply.usage);
+  // A sub-agent's model calls count for every run above it (their budget and `turn_complete.usage`).
+  if (run.tree) for (const usage of run.tree.above) addUsage(usage, reply.usage);
   const { content, toolCalls, refusal } = reply;
   // Whole literals, not fields added one by one: object shapes V8 keeps for good.
   const assistant: AssistantMessage =
@@ -407,7 +411,7 @@ export function progressEvent(state: RunState, update: CallProgress): AgentEvent
 export function decide(state: RunState, run: Run, asked: Asked | undefined, endedAt: number): Next {
   if (!state.pending) return answered(state, run);
   if (run.signal.aborted) return ABORTED;
-  if (asked?.approval) return { type: "wait", for: "approval" };
+  if (asked?.approval || (state.children && waitingChild(state))) return { type: "wait", for: "approval" };
   if (asked?.question) {
     state.output = String(asked.question.arguments.question ?? "");
     return { type: "wait", for: "answer" };

@@ -12,6 +12,7 @@ import { echoed } from "../core/redact.js";
 import {
   type AwaitingAnswerState,
   type AwaitingApprovalState,
+  type ChildRun,
   type FinalStopReason,
   RUN_STATE_VERSION,
   type RunState,
@@ -64,6 +65,7 @@ export function newRunState(
     pending: undefined,
     outputSchema: undefined,
     clientTools: undefined,
+    children: undefined,
   };
 }
 
@@ -138,10 +140,7 @@ export function historyOfLog(log: readonly Message[]): Message[] {
 }
 
 /** The calls waiting for a person's decision (call order), as `turn_complete` lists them. */
-export function waitingApprovals(
-  state: RunState,
-  needsDecision: (call: ToolCall) => boolean,
-): PendingApproval[] {
+function waitingApprovals(state: RunState, needsDecision: (call: ToolCall) => boolean): PendingApproval[] {
   if (!state.pending) return [];
   const done = answeredCalls(state);
   const decided = new Set(state.pending.decisions.map((d) => d.id));
@@ -158,9 +157,49 @@ export function isQuestion(call: { name: string }): boolean {
   return call.name === askQuestion.name;
 }
 
-/** The calls a run waiting for approvals waits on (`turn_complete.pendingApprovals`). */
+/**
+ * The calls a run waiting for approvals waits on (`turn_complete.pendingApprovals`), in call order:
+ * its own, and in place of a call whose sub-agent waits, that child's (with `agent` and `runId`).
+ */
 export function pendingApprovals(state: AwaitingApprovalState): PendingApproval[] {
-  return waitingApprovals(state, (call) => !isQuestion(call) && !isClientCall(state, call));
+  return approvalsOf(state, undefined);
+}
+
+function approvalsOf(
+  state: RunState,
+  owners: Map<string, AwaitingApprovalState> | undefined,
+): PendingApproval[] {
+  const own = waitingApprovals(state, (call) => !isQuestion(call) && !isClientCall(state, call));
+  if (!state.children) {
+    if (owners) for (const call of own) owners.set(call.id, state as AwaitingApprovalState);
+    return own;
+  }
+  const calls: PendingApproval[] = [];
+  for (const call of own) {
+    const child = waitingChild(state, call.id);
+    if (!child) {
+      owners?.set(call.id, state as AwaitingApprovalState);
+      calls.push(call);
+      continue;
+    }
+    const { agent, state: childState } = child;
+    for (const c of approvalsOf(childState, owners))
+      calls.push(c.agent === undefined ? { ...c, agent, runId: childState.runId } : c);
+  }
+  return calls;
+}
+
+/** The sub-agent of the pending reply's call `callId` that waits for approvals, if any. */
+export function waitingChild(state: RunState, callId?: string): ChildRun | undefined {
+  const { children, iteration } = state;
+  if (!children) return undefined;
+  for (let i = children.length - 1; i >= 0; i--) {
+    const child = children[i] as ChildRun;
+    if (child.iteration !== iteration) break;
+    if (child.state.status === "awaiting_approval" && (callId === undefined || child.parentCallId === callId))
+      return child;
+  }
+  return undefined;
 }
 
 /** Whether a call is of one of the caller's own tools (`clientTools`): the caller sends its result. */
@@ -330,7 +369,9 @@ export function recordDecisions(
   approved: readonly string[] | "all" | undefined,
   denied: readonly string[] | "all" | undefined,
 ): void {
-  const waiting = pendingApprovals(state);
+  // Whose each waiting call is: this run's, or a waiting sub-agent's (which records it).
+  const owners = new Map<string, AwaitingApprovalState>();
+  const waiting = approvalsOf(state, owners);
   const ids = new Set(waiting.map((call) => call.id));
   const list = (given: readonly string[] | "all" | undefined) =>
     given === "all" ? [...ids] : [...(given ?? [])];
@@ -345,8 +386,9 @@ export function recordDecisions(
       );
     }
   }
-  const { pending } = state;
   const refused = new Set(deny);
-  for (const id of approve) if (!refused.has(id)) pending.decisions.push({ id, approved: true });
-  for (const id of deny) pending.decisions.push({ id, approved: false });
+  const decide = (id: string, approved: boolean) =>
+    (owners.get(id) ?? state).pending.decisions.push({ id, approved });
+  for (const id of approve) if (!refused.has(id)) decide(id, true);
+  for (const id of deny) decide(id, false);
 }

@@ -48,7 +48,8 @@ export function describeCall(call: PendingApproval, color: boolean): string {
     .map(([key, value]) => `    ${key}: ${short(JSON.stringify(value) ?? "")}`);
   if (entries.length > 12) lines.push(`    … ${entries.length - 12} more`);
   if (entries.length === 0) lines.push("    (no arguments)");
-  return `${bold(call.name)} wants to run ${dim(`(${call.id})`)}\n${lines.join("\n")}`;
+  const agent = call.agent === undefined ? "" : `${bold(call.agent)} (sub-agent): `;
+  return `${agent}${bold(call.name)} wants to run ${dim(`(${call.id})`)}\n${lines.join("\n")}`;
 }
 
 function short(text: string, max = 160): string {
@@ -151,7 +152,9 @@ export function askKeyOnStderr(signal: AbortSignal): (question: string) => Promi
  * continue (with the session's id), or how to make the run continuable (without one).
  */
 export function approvalLine(pending: readonly PendingApproval[], sessionId: string | undefined): string {
-  const calls = pending.map((call) => `${call.id} (${call.name})`).join(", ");
+  const calls = pending
+    .map((call) => `${call.id} (${call.agent === undefined ? "" : `${call.agent}: `}${call.name})`)
+    .join(", ");
   const ids = pending.map((call) => call.id).join(",");
   const waiting = `agentloop: approval_required: ${pending.length === 1 ? "1 call waits" : `${pending.length} calls wait`} for approval: ${calls}`;
   if (sessionId !== undefined) {

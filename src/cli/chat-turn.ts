@@ -50,8 +50,11 @@ export async function renderTurn(
   try {
     const run = begin();
     for await (const event of run) {
-      if (event.type === "iteration_start") startSpinner();
-      else if (event.type === "message_delta") {
+      if (event.type === "iteration_start") {
+        if (event.depth === undefined) startSpinner();
+        else progress(event);
+      } else if (event.type === "message_delta") {
+        if (event.depth !== undefined) continue; // a sub-agent's text is its call's result
         stopSpinner();
         write(event.text);
         midLine = !event.text.endsWith("\n");

@@ -13,6 +13,7 @@ import { approvalRules } from "./approval.js";
 import type { CliFlags, Settings } from "./config.js";
 import { loadConfigFile, resolveSettings } from "./config.js";
 import { readOutputSchema } from "./inputs.js";
+import { subAgentModels, subAgents } from "./sub-agents.js";
 
 /**
  * The CLI's composition root: what a command builds from its settings (flags, environment, config
@@ -80,6 +81,7 @@ function createAgent(
   tools: readonly Tool[] | (() => readonly Tool[]) = localTools(settings),
   onApproval?: AgentOptions["onApproval"],
   summaries?: Model,
+  models?: ReadonlyMap<string, Model>,
 ): AnyAgent {
   const price = settings.costBudget === undefined ? undefined : resolvePrice(model, settings.prices);
   if (settings.costBudget !== undefined && !price) {
@@ -95,6 +97,22 @@ function createAgent(
     );
   }
   const ruled = approvalRules(settings.approval);
+  const secrets = mcpSecrets(settings);
+  // Each run compacts its own history, a sub-agent's too (SPEC section 13).
+  const compaction = settings.compaction && {
+    compaction: {
+      ...(settings.compaction.at !== undefined && { at: settings.compaction.at }),
+      ...(summaries && { model: summaries }),
+    },
+  };
+  const common = {
+    secrets,
+    ...compaction,
+    ...(settings.prices && { prices: settings.prices }),
+    ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
+  };
+  const catalogue = () => ruled(typeof tools === "function" ? tools() : tools);
+  const agents = models && subAgents(settings, models, catalogue, common);
   return new Agent({
     ...(settings.outputSchema && { outputSchema: settings.outputSchema }),
     model,
@@ -107,13 +125,10 @@ function createAgent(
     budget: budgetOf(settings),
     ...(settings.prices && { prices: settings.prices }),
     ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
-    ...(settings.compaction && {
-      compaction: {
-        ...(settings.compaction.at !== undefined && { at: settings.compaction.at }),
-        ...(summaries && { model: summaries }),
-      },
-    }),
-    secrets: mcpSecrets(settings),
+    secrets,
+    ...compaction,
+    ...(agents && { agents }),
+    ...(settings.maxDepth !== undefined && { maxDepth: settings.maxDepth }),
   });
 }
 
@@ -230,6 +245,7 @@ export async function setupAgent(
   const other = settings.compaction?.model;
   const summaries =
     other && other !== model.id ? await createModel({ ...settings, model: other }) : undefined;
+  const models = settings.agents && (await subAgentModels(settings, model, createModel));
   const { onElicitation, signal } = options;
   const loaded = await loadTools(settings, {
     verbose: flags.verbose === true,
@@ -240,7 +256,7 @@ export async function setupAgent(
   try {
     return {
       settings,
-      agent: createAgent(settings, model, loaded.tools, options.onApproval, summaries),
+      agent: createAgent(settings, model, loaded.tools, options.onApproval, summaries, models),
       loaded,
       close: loaded.close,
     };

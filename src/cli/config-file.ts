@@ -7,6 +7,7 @@ import { AgentloopError } from "../core/errors.js";
 import type { McpOAuthConfig, McpServerConfig } from "../mcp/config.js";
 import type { McpRoot } from "../mcp/server-requests.js";
 import { type Zod, zod } from "../tools/zod.js";
+import { type AgentConfig, agentEntries, MAX_DEPTH_LIMIT } from "./config-agents.js";
 import { expandVariables } from "./config-variables.js";
 import { readConfigText, readConfigTextSync } from "./read-config.js";
 import { closest } from "./suggest.js";
@@ -77,6 +78,10 @@ function buildSchemas(z: Zod) {
     servers: serverEntries.optional(),
     /** VS Code's prompts for `${input:…}` values: accepted, not supported. */
     inputs: z.array(z.unknown()).optional(),
+    /** Sub-agents by name (SPEC section 10), each checked in config-agents.ts. */
+    agents: z.record(z.string(), z.unknown()).optional(),
+    /** How deep sub-agents nest (a child of the top-level run has depth 1). */
+    maxDepth: z.number().int().min(1).max(MAX_DEPTH_LIMIT).optional(),
   });
 
   // Entries as Claude Desktop, Cursor and VS Code write them. `dev` (VS Code's development mode)
@@ -136,8 +141,12 @@ const IGNORED: Record<string, string> = {
   auth: '(Cursor\'s OAuth settings) is ignored: write them as "oauth": {"clientId", "clientSecret", "scope"}.',
 };
 
-export type ConfigFile = Omit<z.infer<Schemas["configFileSchema"]>, "mcpServers" | "servers" | "inputs"> & {
+export type ConfigFile = Omit<
+  z.infer<Schemas["configFileSchema"]>,
+  "mcpServers" | "servers" | "inputs" | "agents"
+> & {
   mcpServers?: Record<string, McpServerConfig>;
+  agents?: Record<string, AgentConfig>;
 };
 
 /**
@@ -184,7 +193,7 @@ export async function loadConfigFile(
       "config",
       describeIssue(parsed.error.issues[0], name, configFileSchema.keyof().options),
     );
-  const { mcpServers, servers, inputs, ...rest } = parsed.data;
+  const { mcpServers, servers, inputs, agents, ...rest } = parsed.data;
   const notes: string[] = [];
   if (mcpServers && servers) {
     throw new AgentloopError("config", `${name} has both "mcpServers" and "servers": keep one of them.`);
@@ -195,6 +204,7 @@ export async function loadConfigFile(
     );
   }
   const config: ConfigFile = rest;
+  if (agents) config.agents = agentEntries(zod(), agents, name);
   const entries = mcpServers ?? servers;
   if (entries) {
     const key = mcpServers ? "mcpServers" : "servers";

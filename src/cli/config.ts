@@ -3,6 +3,7 @@ import { AgentloopError } from "../core/errors.js";
 import type { McpServerConfig } from "../mcp/config.js";
 import type { PriceTable } from "../models/pricing.js";
 import type { JsonSchema } from "../tools/tool.js";
+import type { AgentConfig } from "./config-agents.js";
 import { type ConfigFile, isHttpUrl } from "./config-file.js";
 
 export { type ConfigFile, loadConfigFile } from "./config-file.js";
@@ -78,6 +79,9 @@ export interface Settings {
   azure?: NonNullable<ConfigFile["azure"]>;
   /** The answer's JSON Schema (`--output-schema`). */
   outputSchema?: JsonSchema;
+  /** Sub-agents by name (config `"agents"`), and how deep they nest (`"maxDepth"`). */
+  agents?: Record<string, AgentConfig>;
+  maxDepth?: number;
 }
 
 /** The default session store, under the working directory (SPEC section 9). */
@@ -145,6 +149,8 @@ export function resolveSettings(
   if (config.azure) settings.azure = config.azure;
   if (config.serve) settings.serve = config.serve;
   if (config.prices) settings.prices = config.prices;
+  if (config.agents && Object.keys(config.agents).length > 0) settings.agents = config.agents;
+  if (config.maxDepth !== undefined) settings.maxDepth = config.maxDepth;
 
   const baseUrl = first([
     ["--base-url", flags.baseUrl],

@@ -7,7 +7,7 @@ import { z } from "zod";
 import { Agent, type AnyAgent } from "../agent/agent.js";
 import type { RunHandle } from "../agent/handle.js";
 import { Session } from "../agent/session.js";
-import { waitingApprovals } from "../agent/state.js";
+import { pendingApprovals } from "../agent/state.js";
 import { AgentloopError, errorMessage } from "../core/errors.js";
 import { type SessionStore, StoreError } from "../store/types.js";
 import { type Approver, type CallExtra, elicitingApprover, errorResult, runCall } from "./mcp-agent-call.js";
@@ -202,8 +202,8 @@ async function runAgentCall(
     const last = session.lastRun;
     const word = task.trim().toLowerCase();
     const waiting = last?.status === "awaiting_approval";
-    if (waiting && word !== "approve" && word !== "deny" && !canDecide) {
-      const calls = waitingApprovals(last, (call) => call.name !== "ask_question");
+    if (last?.status === "awaiting_approval" && word !== "approve" && word !== "deny" && !canDecide) {
+      const calls = pendingApprovals(last);
       return errorResult(
         `Session '${sessionId}' waits for approval of ${calls.map((c) => `${c.id} (${c.name})`).join(", ")}: call run_agent with this session and the task "approve" or "deny" first, then send your task.`,
       );

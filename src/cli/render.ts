@@ -33,16 +33,19 @@ export function progressRenderer(write: (line: string) => void, color: boolean):
   const red = (s: string) => (color ? `\x1b[31m${s}\x1b[39m` : s);
   const green = (s: string) => (color ? `\x1b[32m${s}\x1b[39m` : s);
   return (event) => {
+    // A sub-agent's work goes under the call that delegated it, indented by its depth, with its name.
+    const depth = event.depth ?? 0;
+    const pad = depth === 0 ? "" : `${"    ".repeat(depth)}${event.agent} `;
     switch (event.type) {
       case "iteration_start":
-        write(dim(`· iteration ${event.iteration}`));
+        write(dim(`${pad}· iteration ${event.iteration}`));
         break;
       case "tool_call":
-        write(dim(`  → ${event.name} ${preview(JSON.stringify(event.arguments))}`));
+        write(dim(`${pad}  → ${event.name} ${preview(JSON.stringify(event.arguments))}`));
         break;
       case "tool_result": {
         const mark = event.isError ? red("✗") : green("✓");
-        write(`  ${mark} ${event.name} ${dim(`(${event.durationMs} ms)`)} ${preview(event.content)}`);
+        write(`${pad}  ${mark} ${event.name} ${dim(`(${event.durationMs} ms)`)} ${preview(event.content)}`);
         break;
       }
       case "compaction":
@@ -53,7 +56,7 @@ export function progressRenderer(write: (line: string) => void, color: boolean):
         );
         break;
       case "error":
-        write(red(`  ! ${event.message}`));
+        write(red(`${pad}  ! ${event.message}`));
         break;
       default:
         break;

@@ -3,7 +3,7 @@
 import type { Agent } from "../agent/agent.js";
 import type { RunHandle } from "../agent/handle.js";
 import { Session } from "../agent/session.js";
-import { type RunState, waitingApprovals } from "../agent/state.js";
+import { pendingApprovals, type RunState } from "../agent/state.js";
 import { AgentloopError } from "../core/errors.js";
 import type { PendingApproval } from "../core/events.js";
 import type { ImageInput, Message } from "../core/messages.js";
@@ -197,9 +197,9 @@ const question = (state: RunState) => {
 const missingPrompt = () =>
   new AgentloopError("usage", 'Missing prompt: agentloop run "your task" (or pipe it on stdin).');
 
-/** The calls a waiting run waits on, in call order. */
+/** The calls a waiting run waits on, in call order (a waiting sub-agent's included). */
 function waitingCalls(state: RunState): PendingApproval[] {
-  return waitingApprovals(state, (call) => call.name !== "ask_question");
+  return state.status === "awaiting_approval" ? pendingApprovals(state) : [];
 }
 
 /** Where the session's last run stands, and the command that continues it. */

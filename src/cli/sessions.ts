@@ -6,6 +6,7 @@ import { AgentloopError } from "../core/errors.js";
 import { describeMedia } from "../core/media.js";
 import type { MediaPart, Message } from "../core/messages.js";
 import { environmentSecrets, secretRedactor } from "../core/redact.js";
+import type { ChildRun } from "../core/run-state.js";
 import { configSecrets } from "../mcp/config.js";
 import type { SessionStore, SessionSummary } from "../store/types.js";
 import { dbSetting, loadConfigFile } from "./config.js";
@@ -122,8 +123,10 @@ export async function showSession(id: string, flags: SessionsFlags): Promise<num
   if (!read) throw noSession(id);
   const { stored, redact } = read;
   const messages = inCallOrder(stored.messages);
+  // The last run's sub-agents (SPEC section 10), each under the reply whose call started it.
+  const children = (stored.lastRun?.state as { children?: ChildRun[] } | undefined)?.children ?? [];
   if (flags.json) {
-    const shown = flags.includeMedia ? messages : messages.map(withPlaceholders);
+    const shown = withRuns(flags.includeMedia ? messages : messages.map(withPlaceholders), children, flags);
     process.stdout.write(`${redact(JSON.stringify(shown, null, 2))}\n`);
     return 0;
   }
@@ -131,8 +134,59 @@ export async function showSession(id: string, flags: SessionsFlags): Promise<num
   process.stdout.write(
     `# session ${id} · ${summary.messageCount} messages · ${statusText(summary)} · updated ${when(summary.updatedAt)}\n`,
   );
-  for (const message of messages) process.stdout.write(`${redact(transcriptLines(message))}\n`);
+  for (const line of transcript(messages, children, "")) process.stdout.write(`${redact(line)}\n`);
   return 0;
+}
+
+/** The transcript's lines, each child run's indented under the call that started it. */
+function transcript(messages: readonly Message[], children: readonly ChildRun[], pad: string): string[] {
+  const lines: string[] = [];
+  for (const message of messages) {
+    if (message.role !== "assistant" || !message.toolCalls?.length || children.length === 0) {
+      lines.push(indent(`${pad}${transcriptLines(message)}`, pad));
+      continue;
+    }
+    if (message.content) lines.push(indent(`${pad}${transcriptLines({ ...message, toolCalls: [] })}`, pad));
+    for (const call of message.toolCalls) {
+      lines.push(`${pad}${transcriptLines({ ...message, content: "", toolCalls: [call] })}`);
+      const child = children.find((c) => c.parentCallId === call.id);
+      if (!child) continue;
+      const { state } = child;
+      const how = state.stopReason ? `${state.status} ${state.stopReason}` : "interrupted";
+      lines.push(`${pad}    [${child.agent} · ${state.runId} · ${how}]`);
+      lines.push(...transcript(state.messages, state.children ?? [], `${pad}    `));
+    }
+  }
+  return lines;
+}
+
+/**
+ * `--json`: the messages, each reply that started sub-agents with `runs`: each child run with its
+ * `runId`, `parentRunId`, `parentCallId`, `agent`, `depth`, status, and messages (the same way down).
+ */
+function withRuns(messages: Message[], children: readonly ChildRun[], flags: SessionsFlags): unknown[] {
+  if (children.length === 0) return messages;
+  return messages.map((message) => {
+    if (message.role !== "assistant" || !message.toolCalls) return message;
+    const ids = new Set(message.toolCalls.map((call) => call.id));
+    const runs = children
+      .filter((child) => ids.has(child.parentCallId))
+      .map(({ agent, parentRunId, parentCallId, depth, state }) => {
+        const own = flags.includeMedia ? state.messages : state.messages.map(withPlaceholders);
+        return {
+          runId: state.runId,
+          parentRunId,
+          parentCallId,
+          agent,
+          depth,
+          status: state.status,
+          ...(state.stopReason !== undefined && { stopReason: state.stopReason }),
+          usage: state.usage,
+          messages: withRuns(own, state.children ?? [], flags),
+        };
+      });
+    return runs.length > 0 ? { ...message, runs } : message;
+  });
 }
 
 /** The message with each image's `url` replaced by its placeholder; the same shape otherwise. */

@@ -21,6 +21,10 @@ export interface PendingApproval {
   id: string;
   name: string;
   arguments: Record<string, unknown>;
+  /** A sub-agent's call (SPEC section 10): the agent's name, as its parent delegates to it. */
+  agent?: string;
+  /** A sub-agent's call: the id of the child run that made it. */
+  runId?: string;
 }
 
 /**
@@ -78,8 +82,23 @@ export type AgentEventBody =
     } & StopOutcome)
   | { type: "error"; message: string; code: string };
 
+/**
+ * Where a sub-agent's event comes from (SPEC section 10): set on every event of a child run (whose
+ * `runId` is the child's), absent on the top-level run's own events.
+ */
+interface EventOrigin {
+  /** The run that delegated: the child's parent. */
+  parentRunId?: string;
+  /** The id of the parent's call (`delegate_task` or an agent tool) that started the child. */
+  parentCallId?: string;
+  /** The sub-agent's name. */
+  agent?: string;
+  /** 1 for a child of the top-level run, 2 for its children, and so on. */
+  depth?: number;
+}
+
 /** The events of a run (SPEC section 3). `type` and the listed fields are a public contract. */
-export type AgentEvent = AgentEventBody & { runId: string };
+export type AgentEvent = AgentEventBody & { runId: string } & EventOrigin;
 
 export type AgentEventType = AgentEvent["type"];
 

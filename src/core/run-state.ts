@@ -111,6 +111,12 @@ interface RunStateFields {
    * resumed from this state, in any process, continues that trace.
    */
   traceparent?: string;
+  /**
+   * The sub-agents' runs this run started (SPEC section 10), in the order they started, each with
+   * its whole state: stored with this run, so a finished child is never run again and a waiting or
+   * interrupted one continues where it stopped. Absent until the run delegates.
+   */
+  children?: ChildRun[];
 }
 
 /** A tool the caller of a run executes itself: what the model is told of it. */
@@ -120,6 +126,20 @@ export interface ClientTool {
   description: string;
   /** JSON Schema of the arguments object. */
   parameters: Record<string, unknown>;
+}
+
+/** A sub-agent's run, kept in its parent's state. */
+export interface ChildRun {
+  /** The sub-agent's name, as the parent delegates to it. */
+  agent: string;
+  parentRunId: string;
+  /** The id of the parent's call that started it. */
+  parentCallId: string;
+  /** The parent's iteration that made that call (call ids may repeat across iterations). */
+  iteration: number;
+  /** 1 for a child of the top-level run. */
+  depth: number;
+  state: RunState;
 }
 
 export interface GuardState {

@@ -247,6 +247,8 @@ export class ChunkMapper {
 
   /** The chunks for one event, in order; none for events that carry nothing for the client yet. */
   map(event: AgentEvent): Chunk[] {
+    // A sub-agent's events, its text included, travel in the extension field only.
+    if (event.depth !== undefined) return [this.chunk({}, event)];
     switch (event.type) {
       case "message_delta": {
         const text = this.run.take(event);

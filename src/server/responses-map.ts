@@ -161,6 +161,8 @@ export class ResponsesMapper implements RunWire<ResponseEvent> {
   }
 
   map(event: AgentEvent): ResponseEvent[] {
+    // A sub-agent's events, its text included, travel in the extension field only.
+    if (event.depth !== undefined) return [this.event("keepalive", { agentloop: event })];
     switch (event.type) {
       case "thinking":
         return event.text === "" ? [] : this.delta("reasoning", event.text);

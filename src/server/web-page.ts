@@ -15,7 +15,8 @@ import { createHash } from "node:crypto";
  *
  * Hooks for tests: `#model`, `#key`, `#input`, `#send`, `#reset`, `#busy`; `.msg.user`,
  * `.msg.assistant`, `.tool` (with `.call` and `.result`), `.tool.approval` (with `button.approve`
- * and `button.deny`), `.meta`, `.error`.
+ * and `button.deny`), `.meta`, `.error`; a sub-agent's work in `.tool details.sub` (its name the
+ * `summary`) under the call that delegated to it.
  * (The script and style are raw template literals: no backticks and no `${` in them.)
  */
 
@@ -46,6 +47,8 @@ const STYLE = `
   .tool.pending .call::after { content: " …"; }
   .tool.failed { border-color: var(--danger); }
   .tool.failed .result { color: var(--danger); }
+  .tool details.sub { margin: 2px 0 2px 4px; padding-left: 8px; border-left: 2px solid var(--line); }
+  .tool details.sub summary { cursor: pointer; color: var(--muted); }
   .tool.approval { border-color: #d97706; }
   .approval .buttons { display: flex; gap: 8px; margin: 4px 0 2px; }
   .approval button { font: inherit; padding: 1px 12px; border-radius: 6px; border: 1px solid; cursor: pointer; background: transparent; }
@@ -213,7 +216,7 @@ function askApproval(runId, calls, model, cards, note) {
   const decisions = new Map();
   for (const call of calls) {
     let card = cards.get(call.id) && cards.get(call.id).card;
-    if (!card) { card = add("tool"); add("call", "→ " + call.name + " " + JSON.stringify(call.arguments), card); }
+    if (!card) { card = add("tool"); add("call", "→ " + (call.agent ? call.agent + ": " : "") + call.name + " " + JSON.stringify(call.arguments), card); }
     card.classList.remove("pending");
     card.classList.add("approval");
     const buttons = add("buttons", undefined, card);
@@ -239,6 +242,31 @@ function askApproval(runId, calls, model, cards, note) {
   }
 }
 
+// A sub-agent's event, folded under the call that delegated to it: its calls, their results and its answer.
+function fold(ev, folds, cards) {
+  let box = folds.get(ev.parentCallId);
+  if (!box) {
+    box = el("details", "sub");
+    box.append(el("summary", undefined, ev.agent));
+    (cards.get(ev.parentCallId) || add("tool")).appendChild(box);
+    folds.set(ev.parentCallId, box);
+  }
+  if (ev.type === "tool_call") {
+    const card = add("tool pending", undefined, box);
+    add("call", "→ " + ev.name + " " + JSON.stringify(ev.arguments), card);
+    cards.set(ev.id, card);
+  } else if (ev.type === "tool_result") {
+    const card = cards.get(ev.id) || add("tool", undefined, box);
+    card.classList.remove("pending");
+    if (ev.isError) card.classList.add("failed");
+    add("result", (ev.isError ? "✗ " : "✓ ") + (ev.content.length > 400 ? ev.content.slice(0, 400) + "…" : ev.content), card);
+  } else if (ev.type === "turn_complete") {
+    add("result", ev.stopReason + ": " + (ev.output.length > 400 ? ev.output.slice(0, 400) + "…" : ev.output), box);
+  } else if (ev.type === "approval_request") {
+    add("call", "waits for approval: " + ev.name, box);
+  }
+}
+
 // One streamed answer: a new turn, or (continued) a run going on after approvals.
 async function exchange(path, body, model, continued) {
   running = new AbortController();
@@ -248,6 +276,8 @@ async function exchange(path, body, model, continued) {
   let bubble = null, bubbleText = "", content = "", frame = 0;
   const render = () => { frame = 0; if (bubble) markdown(bubbleText, bubble); log.scrollTop = log.scrollHeight; };
   const tools = new Map(); // call id -> { card, name }, while the call runs
+  const folds = new Map(); // a delegating call's id -> the fold its sub-agent's work goes in
+  const cards = new Map(); // call id -> its card, sub-agents' calls included
   let waiting = null; // the turn_complete of a run that waits for approvals
   let note = null; // the bubble naming the calls that wait, and its text before that
   const runningTools = () => "Running " + [...new Set([...tools.values()].map((t) => t.name))].join(", ") + "…";
@@ -265,11 +295,12 @@ async function exchange(path, body, model, continued) {
         if (!frame) frame = requestAnimationFrame(render);
       }
       if (!ev) continue;
+      if (ev.parentCallId) { fold(ev, folds, cards); continue; }
       if (ev.type === "tool_call") {
         render();
         const card = add("tool pending");
         add("call", "→ " + ev.name + " " + JSON.stringify(ev.arguments), card);
-        tools.set(ev.id, { card, name: ev.name }); bubble = null;
+        tools.set(ev.id, { card, name: ev.name }); cards.set(ev.id, card); bubble = null;
         setBusy(runningTools());
       } else if (ev.type === "tool_result") {
         const card = tools.has(ev.id) ? tools.get(ev.id).card : add("tool");

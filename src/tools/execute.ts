@@ -1,4 +1,5 @@
 import { errorMessage } from "../core/errors.js";
+import type { AgentEvent } from "../core/events.js";
 import { type MediaPart, nestedTooDeep, type ToolCall, tooDeepMessage, trimmed } from "../core/messages.js";
 import { RunWaiters, Waiter } from "./awaited.js";
 import { outcomeOf } from "./outcome.js";
@@ -38,6 +39,15 @@ export interface CallOutcome {
   breaksLoop: boolean;
   /** Images and audio of a `toolOutput` result, checked against `maxImageBytes`. */
   media?: MediaPart[];
+  /** The call has no result yet: its sub-agent waits for a person's approvals (the tool returned `WAITS`). */
+  waits?: true;
+}
+
+/** An event of a sub-agent's run that a call (`delegate_task`) hands to its own run's stream. */
+interface CallEvent {
+  type: "event";
+  index: number;
+  event: AgentEvent;
 }
 
 export interface ExecuteOptions {
@@ -77,6 +87,17 @@ export interface CallSpan {
 /** Settles every pending call of `options` as aborted: for the owner of a signal of its own (`ownSignal`), after aborting it. */
 export function abortCalls(options: ExecuteOptions): void {
   options.waiters?.abortAll();
+}
+
+/**
+ * What the run gives a call beyond its `ToolContext`: the run (`ExecuteOptions`, the loop's `Run`)
+ * and `forward`, which puts a sub-agent's event in the run's stream. Undefined for a context the
+ * executor did not make (a tool called directly).
+ */
+export function callRun(
+  context: ToolContext,
+): { readonly run: ExecuteOptions; forward(event: AgentEvent): void } | undefined {
+  return context instanceof CallContext ? context : undefined;
 }
 
 /**
@@ -155,8 +176,8 @@ function quote(text: string): string {
     : `${JSON.stringify(text.slice(0, max))}... (${text.length} characters)`;
 }
 
-/** A progress report or an outcome, as `CallExecution.take` hands them out. */
-export type CallUpdate = CallOutcome | CallProgress;
+/** A progress report, a sub-agent's event or an outcome, as `CallExecution.take` hands them out. */
+export type CallUpdate = CallOutcome | CallProgress | CallEvent;
 
 /**
  * Runs prepared calls concurrently (bounded) and hands out their progress reports and each
@@ -344,6 +365,16 @@ class CallContext implements ToolContext {
       });
     };
     return this.progress;
+  }
+
+  /** The options of the run the call belongs to (the loop's `Run`). */
+  get run(): ExecuteOptions {
+    return this.execution.options;
+  }
+
+  /** Hands a sub-agent's event to the run's stream, in order with this call's other updates. */
+  forward(event: AgentEvent): void {
+    this.execution.report({ type: "event", index: this.prepared.index, event });
   }
 
   /** Fires the signal (now, or when it is first read). */

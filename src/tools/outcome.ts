@@ -7,6 +7,12 @@ import { isToolOutput, type Tool } from "./tool.js";
 
 const NO_MEDIA: readonly MediaPart[] = [];
 
+/**
+ * What a tool returns for a call that has no result yet because a person must decide first (a
+ * sub-agent that waits for approvals): nothing is recorded for it and the run waits for approvals.
+ */
+export const WAITS: unique symbol = Symbol("agentloop.waits");
+
 /** Stage 3: the result as the model will read it (serialised, redacted, cut), and whether it ends the loop. */
 export function outcomeOf(
   prepared: PreparedCall,
@@ -16,6 +22,18 @@ export function outcomeOf(
   durationMs: number,
 ): CallOutcome {
   const tool = prepared.tool as Tool;
+  if (value === WAITS) {
+    const index = prepared.index;
+    return {
+      type: "outcome",
+      index,
+      content: "",
+      isError: false,
+      durationMs,
+      breaksLoop: false,
+      waits: true,
+    };
+  }
   let content: string;
   let media: readonly MediaPart[] = NO_MEDIA;
   if (failed) content = errorMessage(value);
