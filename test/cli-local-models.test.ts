@@ -32,7 +32,7 @@ describe("agentloop run against a local model server", () => {
     const run = await runCli(["run", "--base-url", openai.url, "hi"]);
     expect(run.code).toBe(5);
     expect(run.stderr).toBe(
-      "agentloop: model_error: The prompt exceeds the model's context window (HTTP 400): request (2176 tokens) exceeds the available context size (2048 tokens), try increasing it; set --max-context-tokens to the model's context size (a local server's, e.g. llama-server --ctx-size) so the history is pruned to fit\n",
+      "agentloop: model_error: The prompt exceeds the model's context window (HTTP 400): request (2176 tokens) exceeds the available context size (2048 tokens), try increasing it; turn on compaction (--compact, config \"compaction\", or the compaction option) to summarise older turns; set --max-context-tokens to the model's context size (a local server's, e.g. llama-server --ctx-size) so the history is pruned to fit\n",
     );
     expect(openai.requests).toHaveLength(1);
   });

@@ -3,7 +3,12 @@ import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 
 const ROOT = join(import.meta.dirname, "..");
-const FILES = ["README.md", ...readdirSync(join(ROOT, "docs")).map((f) => join("docs", f))];
+const FILES = [
+  "README.md",
+  ...readdirSync(join(ROOT, "docs"), { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => join("docs", f)),
+];
 
 /** GitHub's heading anchor: lowercase, punctuation but '-' and '_' dropped, spaces to '-'. */
 const slug = (heading: string) =>

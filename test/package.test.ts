@@ -161,7 +161,12 @@ describe(`the package installed in another project as ${NAME}`, () => {
 
   it("the README installs, runs and imports it by that name", () => {
     // The README and the docs it links to: the commands and imports a newcomer copies.
-    const readme = ["README.md", ...readdirSync(join(ROOT, "docs")).map((f) => join("docs", f))]
+    const readme = [
+      "README.md",
+      ...readdirSync(join(ROOT, "docs"), { recursive: true, encoding: "utf8" })
+        .filter((f) => f.endsWith(".md"))
+        .map((f) => join("docs", f)),
+    ]
       .map((f) => readFileSync(join(ROOT, f), "utf8"))
       .join("\n");
     expect(readme).toContain(`npm install ${NAME}`);

@@ -26,6 +26,7 @@ import { startFakeAnthropicServer } from "../src/testing/fake-anthropic-server.j
 import { startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
 import { type FakeResponsesServer, startFakeResponsesServer } from "../src/testing/fake-responses-server.js";
 import {
+  bare,
   collect,
   deltaText,
   done,
@@ -200,7 +201,7 @@ describe.skipIf(!present)("Responses API recordings through openAIResponsesModel
       if (expected.thinking !== undefined) keys.push("thinking");
       if (expected.refusal !== undefined) keys.push("refusal");
       if (expected.reasoningItems) keys.push("providerData");
-      expect(Object.keys(reply).sort()).toEqual(keys.sort());
+      expect(Object.keys(bare(reply)).sort()).toEqual(keys.sort());
       // Encrypted reasoning is kept, to go back with the next request.
       const data = reply.providerData?.[RESPONSES_DATA_KEY] as ResponsesData | undefined;
       const reasoning = data?.items.filter((item) => item.type === "reasoning") ?? [];

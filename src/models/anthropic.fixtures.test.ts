@@ -6,6 +6,7 @@
 import { readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
+  bare,
   call,
   collect,
   deltaText,
@@ -74,7 +75,7 @@ describe.skipIf(!haveFixtures)("anthropicModel over recorded Anthropic streams",
   for (const [name, expected] of Object.entries(STREAMS)) {
     it(`assembles ${name}`, async () => {
       const { events, reply } = await run(name);
-      expect(reply).toEqual(expected);
+      expect(bare(reply)).toEqual(expected);
       expect(JSON.parse(reply.toolCalls[0]?.arguments ?? "")).toEqual(
         name.includes("split-json") ? { location: "Paris" } : {},
       );

@@ -7,6 +7,7 @@ import { readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   call,
+  bare,
   collect as collectEvents,
   deltaText,
   done,
@@ -165,7 +166,7 @@ describe.skipIf(!haveFixtures)("openAIChatModel over recorded provider streams",
     it(`assembles ${name}`, async () => {
       const s = await serve(() => ({ raw: fixture(name) }));
       const events = await collect({ baseURL: s.url });
-      expect(done(events)).toEqual(expected);
+      expect(bare(done(events))).toEqual(expected);
       expect(deltaText(events, "text_delta")).toBe(expected.content);
       expect(deltaText(events, "thinking_delta")).toBe(expected.thinking ?? "");
     });
@@ -176,7 +177,7 @@ describe.skipIf(!haveFixtures)("openAIChatModel over recorded provider streams",
       const s = await serve(() => ({ raw: fixture(name) }));
       const events = await collect({ baseURL: s.url, stream: false });
       const reply = done(events);
-      const { thinking, ...rest } = reply;
+      const { thinking, ...rest } = bare(reply);
       expect(rest).toEqual(expected);
       expect(s.requests[0]?.body.stream).toBe(false);
       expect(s.requests[0]?.body.stream_options).toBeUndefined();

@@ -54,6 +54,16 @@ export function done(events: ModelEvent[]): ModelReply {
   return last.message;
 }
 
+/**
+ * A reply without what identifies the response (`id`, `model`: kept for tracing, SPEC section 11),
+ * each checked to be a non-empty string where present: what the fixtures' expectations compare.
+ */
+export function bare(reply: ModelReply): Omit<ModelReply, "id" | "model"> {
+  const { id, model, ...rest } = reply;
+  for (const value of [id, model]) if (value !== undefined) expect(value).toMatch(/./);
+  return rest;
+}
+
 /** The error of the final `error` event; throws when the last event is not one. */
 export function errorOf(events: ModelEvent[]): ModelError {
   const last = events.at(-1);
