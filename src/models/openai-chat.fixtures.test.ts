@@ -6,8 +6,8 @@
 import { readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
-  call,
   bare,
+  call,
   collect as collectEvents,
   deltaText,
   done,
