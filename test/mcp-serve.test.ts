@@ -108,6 +108,26 @@ const calc = (id: string, expression = "6*7"): FakeToolCall => ({
 });
 
 describe("agentloop mcp serve", () => {
+  it("offers each configured sub-agent as a tool named after it (task), run on its own instructions", async () => {
+    const w = await workspace(
+      (request) => {
+        const messages = request.body.messages as WireMessage[];
+        const system = messages.find((m) => m.role === "system")?.content ?? "";
+        return { text: system.includes("You research.") ? "researched" : "top level" };
+      },
+      { agents: { researcher: { description: "Finds facts.", instructions: "You research." } } },
+    );
+    const { client } = await connect(w);
+    const { tools } = await client.listTools();
+    const researcher = tools.find((t) => t.name === "researcher");
+    expect(researcher?.description).toContain("Finds facts.");
+    expect(researcher?.inputSchema.required).toEqual(["task"]);
+    expect(text(await client.callTool({ name: "researcher", arguments: { task: "Find it." } }))).toBe(
+      "researched",
+    );
+    expect(text(await client.callTool({ name: "run_agent", arguments: { task: "Go." } }))).toBe("top level");
+  });
+
   it("offers run_agent (task, optional session) and answers with the run's output; progress notifications carry each event", async () => {
     const w = await workspace(callsThenAnswer([calc("c1")]));
     const { client, errors } = await connect(w);

@@ -117,9 +117,26 @@ export function agentMcpServer(options: AgentMcpServerOptions): McpServer {
       }
     },
   );
-  if (options.subAgents)
-    registerSubAgentTools(server, options.subAgents.agents, options.subAgents.run, options.log);
+  const subAgents = options.subAgents ?? subAgentsOf(agent);
+  if (subAgents) registerSubAgentTools(server, subAgents.agents, subAgents.run, options.log);
   return server;
+}
+
+/** The agent's own sub-agents (`agents`, from the config's `"agents"`), each run on its own as a top-level run. */
+function subAgentsOf(agent: AnyAgent): AgentMcpServerOptions["subAgents"] {
+  const configured = agent.options.agents;
+  if (!configured || Object.keys(configured).length === 0) return undefined;
+  return {
+    agents: Object.entries(configured).map(([name, sub]) => ({
+      name,
+      description: sub.options.description ?? `The sub-agent ${name}.`,
+    })),
+    run(name, task, { signal, onApproval }) {
+      const sub = configured[name] as AnyAgent;
+      const asking = onApproval && !sub.options.onApproval ? new Agent({ ...sub.options, onApproval }) : sub;
+      return asking.stream(task, { signal });
+    },
+  };
 }
 
 /**
