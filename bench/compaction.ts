@@ -13,6 +13,7 @@ import type { Message } from "../dist/core/messages.js";
 import { Agent } from "../dist/index.js";
 import { loopContext, newContextMemo } from "../dist/memory/prune.js";
 import { scriptedModel } from "../dist/testing/index.js";
+import type { Section } from "./section.ts";
 
 const SIZES = [1_000, 10_000];
 const WINDOW = 50;
@@ -106,14 +107,31 @@ async function applying(size: number): Promise<number> {
   return median(times);
 }
 
-console.log(
-  "| messages | deciding, median (last 50) | deciding, worst | deciding, cold (first check) | applying one compaction |",
-);
-console.log("| ---: | ---: | ---: | ---: | ---: |");
-for (const size of SIZES) {
-  const d = deciding(size);
-  const a = await applying(size);
-  console.log(
-    `| ${size.toLocaleString("en")} | ${us(d.median)} | ${us(d.worst)} | ${us(d.cold)} | ${us(a)} |`,
-  );
+/** The section of BENCHMARKS.md: deciding and applying one compaction at each size. */
+export async function compactionCost(): Promise<Section> {
+  const rows: string[] = [];
+  for (const size of SIZES) {
+    const d = deciding(size);
+    const a = await applying(size);
+    rows.push(
+      `| ${size.toLocaleString("en")} | ${us(d.median)} | ${us(d.worst)} | ${us(d.cold)} | ${us(a)} |`,
+    );
+  }
+  const markdown = `### Compaction beside the model call (bench/compaction.ts)
+
+Deciding: the check before each model call of a run with compaction on (is the request past \`at\` x
+\`maxContextTokens\`?) as the history grows one message at a time, reusing the run's counts (median and
+worst of the last ${WINDOW} checks before each size), and the first check of a history that size, counted
+from scratch as after a resume. Applying: one compaction of everything before the latest user message
+(\`agent.compact\`: plan, transcript, the summary put in place, tokens before and after) with a model
+that answers at once, so everything but the model call; median of 5.
+
+| messages | deciding, median (last ${WINDOW}) | deciding, worst | deciding, cold (first check) | applying one compaction |
+| ---: | ---: | ---: | ---: | ---: |
+${rows.join("\n")}`;
+  return { markdown, targets: [] };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  process.stdout.write(`${(await compactionCost()).markdown}\n`);
 }

@@ -19,6 +19,8 @@ import {
 import { replicaScaling } from "./replicas.ts";
 import { parallelTools } from "./scenarios.ts";
 import { subAgentCost } from "./subagents.ts";
+import { tracingCost } from "./tracing.ts";
+import { compactionCost } from "./compaction.ts";
 import { median, type TargetResult } from "./section.ts";
 import { serverUnderLoad } from "./server.ts";
 import { storeBenchmarks } from "./store.ts";
@@ -123,6 +125,8 @@ sections.push(parallel.markdown);
 targets.push(...parallel.targets);
 
 sections.push((await part("sub-agents", () => subAgentCost(quick ? 5 : 11))).markdown);
+sections.push((await part("tracing", () => tracingCost(quick ? 5 : 11))).markdown);
+sections.push((await part("compaction", () => compactionCost())).markdown);
 
 sections.push(await part("replicas on PostgreSQL", () => replicaScaling(quick ? 2 : 5, quick ? 1 : 2)));
 
