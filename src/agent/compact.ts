@@ -16,6 +16,7 @@ import {
   latestUser,
   newestTurn,
   planAt,
+  type SummaryCallObserver,
   summarize,
   summaryMessage,
 } from "../memory/compaction.js";
@@ -73,7 +74,7 @@ export async function compactRun(
   if (!plan || (cause === "threshold" && spanTokens(history, plan, counts) <= summaryTokens(limit)))
     return undefined;
   const before = tokensBefore >= 0 ? tokensBefore : counts.count(history, system, tools);
-  const done = await summaryOf(history, plan, compaction, counts, limit, run.signal);
+  const done = await summaryOf(history, plan, compaction, counts, limit, run.signal, run.trace);
   if (done.usage) addUsage(state.usage, done.usage);
   if (run.signal.aborted) return undefined;
   if (done.error !== undefined) {
@@ -145,6 +146,7 @@ async function summaryOf(
   counts: CompactionCounts,
   limit: number,
   signal: AbortSignal | undefined,
+  observer?: SummaryCallObserver,
 ): Promise<{ text: string; usage: Usage | undefined; error: string | undefined }> {
   const tokens = summaryTokens(limit);
   const words = Math.max(50, Math.floor(tokens * 0.7));
@@ -155,6 +157,7 @@ async function summaryOf(
     plan,
     { words, inputTokens, counter: counts.counter },
     signal,
+    observer,
   );
   if (done.usage && compaction.price) done.usage.costUsd = costOf(done.usage, compaction.price);
   // A model that writes more than asked is cut (with a marker): the summary must leave room.

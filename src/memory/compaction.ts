@@ -6,7 +6,7 @@
 import { AgentloopError } from "../core/errors.js";
 import { describeMedia } from "../core/media.js";
 import type { MediaPart, Message, Usage, UserMessage } from "../core/messages.js";
-import type { Model } from "../models/adapter.js";
+import type { Model, ModelError, ModelReply, ModelRequest } from "../models/adapter.js";
 import { type TokenCounter, truncateToTokens } from "./tokens.js";
 
 /** The `compaction` option of an agent (config `"compaction"`, `--compact`). */
@@ -151,12 +151,19 @@ export interface Summary {
  * One model call that summarises the plan's messages. Never throws: a failed call, an empty reply or
  * a model that throws gives `error`. `inputTokens` bounds the transcript sent; `words` the summary.
  */
+/** Told of the summary's model call (a run's trace: its `chat` span, SPEC sections 11 and 13). */
+export interface SummaryCallObserver {
+  modelCall(request: ModelRequest): void;
+  modelReturned(ended: ModelReply | ModelError | undefined): void;
+}
+
 export async function summarize(
   model: Model,
   history: readonly Message[],
   plan: CompactionPlan,
   limits: { words: number; inputTokens: number; counter: TokenCounter },
   signal: AbortSignal | undefined,
+  observer?: SummaryCallObserver,
 ): Promise<Summary> {
   const text = transcript(history, 0, plan.cut, plan.keep);
   const input = truncateToTokens(
@@ -169,20 +176,28 @@ export async function summarize(
     messages: [{ role: "user" as const, content: input }],
     tools: [],
   };
+  observer?.modelCall(request);
+  let ended: ModelReply | ModelError | undefined;
   try {
     for await (const event of model.stream(request, signal ? { signal } : {})) {
       if (event.type === "done") {
+        ended = event.message;
         const content = event.message.content.trim();
         const usage = event.message.usage;
         if (!content) return { text: "", usage, error: "the summary came back empty" };
         return { text: content, usage, error: undefined };
       }
-      if (event.type === "error") return { text: "", usage: undefined, error: event.error.message };
+      if (event.type === "error") {
+        ended = event.error;
+        return { text: "", usage: undefined, error: event.error.message };
+      }
     }
     return { text: "", usage: undefined, error: "the model's stream ended without a reply" };
   } catch (error) {
     // The Model contract says stream never throws; one that does still only costs the summary.
     return { text: "", usage: undefined, error: error instanceof Error ? error.message : String(error) };
+  } finally {
+    observer?.modelReturned(ended);
   }
 }
 

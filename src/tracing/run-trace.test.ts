@@ -475,4 +475,36 @@ describe("a run's spans (GenAI semantic conventions)", () => {
     expect(result.state.traceparent).toBeUndefined();
     expect(spans()).toEqual([]);
   });
+
+  it("a compaction's summary call is a chat span of the run, its tokens on it (SPEC 13)", async () => {
+    let calls = 0;
+    const model = scriptedModel((request) => {
+      if (request.system.startsWith("You compact"))
+        return { text: "SUMMARY: keys were looked up.", usage: { inputTokens: 700, outputTokens: 9 } };
+      calls++;
+      return calls <= 12
+        ? { toolCalls: [{ name: "lookup", arguments: { word: `${"long word ".repeat(40)}${calls}` } }] }
+        : { text: "all done" };
+    });
+    const agent = new Agent({
+      model,
+      tools: [lookup],
+      maxIterations: 20,
+      maxContextTokens: 4000,
+      compaction: { at: 0.5 },
+      tracerProvider,
+    });
+    const all = await events(agent, "Look up twelve words.");
+    await flush();
+    const compactions = all.filter((e) => e.type === "compaction").length;
+    expect(compactions).toBeGreaterThan(0);
+    const chats = named("chat scripted");
+    const summaries = chats.filter((span) => span.attributes["gen_ai.usage.input_tokens"] === 700);
+    expect(summaries).toHaveLength(compactions);
+    const run = one("invoke_agent agentloop");
+    for (const span of summaries) {
+      expect(parentOf(span)).toBe(run.spanContext().spanId);
+      expect(span.attributes["gen_ai.operation.name"]).toBe("chat");
+    }
+  });
 });
