@@ -56,6 +56,8 @@ export type {
 } from "./models/adapter.js";
 export type { ModelPrice, PriceTable } from "./models/pricing.js";
 export { DEFAULT_PRICES } from "./models/pricing.js";
+export type { Recorder } from "./record/recorder.js";
+export { recorder } from "./record/recorder.js";
 export { calculator, convertTemperature, getCurrentTime } from "./tools/builtin/index.js";
 export type {
   JsonSchema,

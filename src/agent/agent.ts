@@ -16,6 +16,7 @@ import {
 import type { Model, ToolSpec } from "../models/adapter.js";
 import { type ModelPrice, type PriceTable, resolvePrice } from "../models/pricing.js";
 import { xmlToolProtocol } from "../models/xml-protocol.js";
+import { type Recorder, recorder } from "../record/recorder.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
 import { type AgentTracing, agentTracing, traceRun } from "../tracing/run-trace.js";
@@ -57,6 +58,15 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
    * `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` is `true`, `SPAN_ONLY` or `SPAN_AND_EVENT`.
    */
   captureMessageContent?: boolean;
+  /**
+   * Record every run of this agent (SPEC section 12): a file (created, or emptied, when the agent
+   * is made) or a `recorder(file)` several agents share (a run's sub-agents write into one file).
+   * Each model request and response is written as the HTTP client sent and read it (never its
+   * headers; the `secrets` and the environment's API keys as `[REDACTED]`), and each tool result.
+   * The model must be one of agentloop's adapters (it has `withFetch`). Replay the file with
+   * `replayModel` and `replayTools` from `agentloop-runtime/testing`, or `agentloop run --replay`.
+   */
+  record?: string | Recorder;
   /** The agent's instructions: the start of every system prompt. */
   instructions?: string;
   /** What the agent does, for a parent agent that delegates to it (the model chooses by it). */
@@ -184,6 +194,8 @@ export interface AgentOptions<S extends OutputSchema | undefined = undefined> {
  */
 export class Agent<S extends OutputSchema | undefined = undefined> {
   readonly options: Readonly<AgentOptions<S>>;
+  /** Where its runs are recorded (`record`), if anywhere. */
+  private readonly recorder: Recorder | undefined;
   /** Every tool offered to the next run, in order: the agent's own, then the loop-breaking ones in explicit mode. */
   get tools(): readonly Tool[] {
     return this.fixedTools ?? this.toolsFor(this.output);
@@ -247,6 +259,21 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
         throw new AgentloopError("invalid_option", `${name} must be a positive integer, got ${value}.`);
       }
     }
+    const recording =
+      typeof options.record === "string"
+        ? recorder(options.record, { secrets: options.secrets ?? [] })
+        : options.record;
+    if (recording) {
+      const model = options.model.withFetch?.(recording.fetch);
+      if (!model) {
+        throw new AgentloopError(
+          "invalid_option",
+          "record needs a model made by openAIChatModel, openAIResponsesModel or anthropicModel without a client of its own (it records at their HTTP boundary).",
+        );
+      }
+      options = { ...options, model };
+    }
+    this.recorder = recording;
     this.options = options;
     this.delegate = delegateToolOf(options.agents, options.maxDepth);
     this.output = options.outputSchema === undefined ? undefined : outputSpec(options.outputSchema);
@@ -458,6 +485,7 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
           : own.signal;
     const run = startRun(loop, runSignal, checkpoint, runSignal === own.signal);
     run.tree = tree;
+    run.recorder = this.recorder;
     run.trace = traceRun(this.tracing, state, this.redact?.text);
     if (run.trace) run.streamOptions = { signal: runSignal, attempts: run.trace };
     return new RunHandle<Output>(state, run, own, o.onEvent);

@@ -5,6 +5,7 @@ import { type ContextMemo, type LoopContext, newContextMemo } from "../memory/pr
 import type { Model, ModelRequest, ToolChoice, ToolSpec } from "../models/adapter.js";
 import type { AttemptObserver } from "../models/attempts.js";
 import type { ModelPrice } from "../models/pricing.js";
+import type { Recorder } from "../record/recorder.js";
 import type { ExecuteOptions } from "../tools/execute.js";
 import type { Tool } from "../tools/tool.js";
 import type { RunTrace } from "../tracing/run-trace.js";
@@ -121,6 +122,8 @@ export interface Run extends ExecuteOptions {
   iterationStartedAt: number;
   /** The run's spans (SPEC section 11): set by `Agent` when something records them. */
   trace: RunTrace | undefined;
+  /** Where its tool results are recorded (SPEC section 12): set by `Agent` for a recorded run. */
+  recorder: Recorder | undefined;
   /** Its place in a delegation tree: set for an agent with sub-agents and for a sub-agent's run (delegate.ts). */
   tree: TreeNode | undefined;
 }
@@ -224,6 +227,7 @@ export function startRun(
     startedAt: now,
     iterationStartedAt: now,
     trace: undefined,
+    recorder: undefined,
     tree: undefined,
   };
 }

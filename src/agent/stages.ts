@@ -4,7 +4,9 @@
  * Each takes the state and the run, changes the state, appends the events it produced to `out`
  * (undefined when nobody listens: then it makes none) and returns what the loop needs next.
  */
+
 import type { AgentEvent, AgentEventBody, IterationRecord } from "../core/events.js";
+import { isObject } from "../core/json.js";
 import {
   type AssistantMessage,
   addUsage,
@@ -22,6 +24,7 @@ import {
   type ModelRequest,
 } from "../models/adapter.js";
 import { costOf } from "../models/pricing.js";
+import type { Recorder } from "../record/recorder.js";
 import type { CallOutcome, CallProgress, PreparedCall } from "../tools/execute.js";
 import { answerCorrection, CUT_OFF, cutOffCorrection, readAnswer, refusalMessage } from "./output.js";
 import {
@@ -378,7 +381,24 @@ export function record(state: RunState, run: Run, outcome: CallOutcome): ToolMes
   if (outcome.media) message.media = outcome.media;
   state.messages.push(message);
   if (outcome.breaksLoop) state.pending?.breaking.push(call.id);
+  if (run.recorder) recordTool(run.recorder, call, message);
   return message;
+}
+
+/** A recorded run's tool result (SPEC section 12), its arguments parsed as in `tool_call`. */
+function recordTool(recorder: Recorder, call: ToolCall, message: ToolMessage): void {
+  let args: Record<string, unknown> = {};
+  try {
+    const parsed = JSON.parse(call.arguments) as unknown;
+    if (isObject(parsed)) args = parsed;
+  } catch {}
+  recorder.tool({
+    id: call.id,
+    name: call.name,
+    arguments: args,
+    content: message.content,
+    isError: message.isError === true,
+  });
 }
 
 /** The `tool_result` event of a result `record` returned. */

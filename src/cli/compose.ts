@@ -6,6 +6,8 @@ import type { ElicitationHandler } from "../mcp/elicitation.js";
 import type { McpPromptInfo } from "../mcp/index.js";
 import type { Model } from "../models/adapter.js";
 import { resolvePrice } from "../models/pricing.js";
+import { type Recorder, recorder } from "../record/recorder.js";
+import type { OpenReplay } from "../record/replay.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loopBreakingTools } from "../tools/builtin/loop-breaking.js";
 import type { Tool } from "../tools/tool.js";
@@ -82,6 +84,7 @@ function createAgent(
   onApproval?: AgentOptions["onApproval"],
   summaries?: Model,
   models?: ReadonlyMap<string, Model>,
+  record?: Recorder,
 ): AnyAgent {
   const price = settings.costBudget === undefined ? undefined : resolvePrice(model, settings.prices);
   if (settings.costBudget !== undefined && !price) {
@@ -108,6 +111,7 @@ function createAgent(
   const common = {
     secrets,
     ...compaction,
+    ...(record && { record }),
     ...(settings.prices && { prices: settings.prices }),
     ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
   };
@@ -127,9 +131,44 @@ function createAgent(
     ...(settings.maxContextTokens !== undefined && { maxContextTokens: settings.maxContextTokens }),
     secrets,
     ...compaction,
+    ...(record && { record }),
     ...(agents && { agents }),
     ...(settings.maxDepth !== undefined && { maxDepth: settings.maxDepth }),
   });
+}
+
+/** The recording of `--replay`, checked against the configured provider; its mismatches on stderr. */
+async function openCliReplay(flags: CliFlags, settings: Settings): Promise<OpenReplay> {
+  const file = flags.replay as string;
+  const { openReplay } = await import("../record/replay.js");
+  const replay = openReplay(file, {
+    lenient: flags.replayLenient === true,
+    onMismatch: (diff) => process.stderr.write(`agentloop: replay: ${diff}\n`),
+  });
+  const recorded = replay.recording.header.provider;
+  if (recorded !== settings.provider) {
+    throw new AgentloopError(
+      "config",
+      `${file} was recorded with provider ${recorded}, but the provider configured is ${settings.provider}: pass --provider ${recorded} to replay it.`,
+    );
+  }
+  return replay;
+}
+
+/** `--replay-tools`: the recording's tools, and no MCP server started. */
+function replayedTools(tools: Tool[]): LoadedTools {
+  return {
+    tools: () => tools,
+    sources: () => tools.map(() => "recording"),
+    prompts: () => [],
+    getPrompt: async (name) => {
+      throw new AgentloopError(
+        "usage",
+        `No MCP prompt '${name}': a replay with --replay-tools starts no MCP server.`,
+      );
+    },
+    close: async () => {},
+  };
 }
 
 /** The secrets of the configured MCP servers (their headers, secret env values, OAuth client secrets). */
@@ -240,23 +279,33 @@ export async function setupAgent(
   } = {},
 ): Promise<{ settings: Settings; agent: AnyAgent; loaded: LoadedTools; close(): Promise<void> }> {
   const settings = options.settings ?? (await settingsFrom(flags));
-  const model = await createModel(settings);
+  // `--record`: the file is made now, so one that cannot be written says so before anything runs.
+  const record =
+    flags.record === undefined ? undefined : recorder(flags.record, { secrets: mcpSecrets(settings) });
+  // `--replay`: every model (sub-agents' too) answers from the recording, in order.
+  const replay = flags.replay === undefined ? undefined : await openCliReplay(flags, settings);
+  const make = replay ? async (s: Settings) => replay.model(s.provider, s.model) : createModel;
+  const model = replay
+    ? replay.model(settings.provider, flags.model ?? replay.recording.header.model)
+    : await createModel(settings);
   // `compaction.model`: another model of the same provider writes the summaries.
   const other = settings.compaction?.model;
-  const summaries =
-    other && other !== model.id ? await createModel({ ...settings, model: other }) : undefined;
-  const models = settings.agents && (await subAgentModels(settings, model, createModel));
+  const summaries = other && other !== model.id ? await make({ ...settings, model: other }) : undefined;
+  const models = settings.agents && (await subAgentModels(settings, model, make));
   const { onElicitation, signal } = options;
-  const loaded = await loadTools(settings, {
-    verbose: flags.verbose === true,
-    ...(options.catalogueNotes !== undefined && { catalogueNotes: options.catalogueNotes }),
-    ...(onElicitation && { onElicitation }),
-    ...(signal && { signal }),
-  });
+  const loaded =
+    replay && flags.replayTools
+      ? replayedTools(replay.tools())
+      : await loadTools(settings, {
+          verbose: flags.verbose === true,
+          ...(options.catalogueNotes !== undefined && { catalogueNotes: options.catalogueNotes }),
+          ...(onElicitation && { onElicitation }),
+          ...(signal && { signal }),
+        });
   try {
     return {
       settings,
-      agent: createAgent(settings, model, loaded.tools, options.onApproval, summaries, models),
+      agent: createAgent(settings, model, loaded.tools, options.onApproval, summaries, models, record),
       loaded,
       close: loaded.close,
     };

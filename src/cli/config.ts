@@ -42,6 +42,13 @@ export interface CliFlags {
   image?: string[];
   json?: boolean;
   verbose?: boolean;
+  /** `--record <file>`: record the run (SPEC section 12). */
+  record?: string;
+  /** `--replay <file>`: answer the model from a recording; `--replay-tools`, the tools too. */
+  replay?: string;
+  replayTools?: boolean;
+  /** Take the recorded responses even for requests that differ. */
+  replayLenient?: boolean;
 }
 
 /** What a command runs with, after flag > environment > config file > default. */

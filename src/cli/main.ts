@@ -198,6 +198,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     .configureOutput({ outputError: usageLine("agentloop --help") });
 
   withCommonOptions(program.command("run"), ["model", "agent", "session", "image", "json"])
+    .option(
+      "--record <file>",
+      "record the run's model traffic and tool results (JSON lines) to replay it later",
+    )
+    .option(
+      "--replay <file>",
+      "answer the model from a recording, offline (the prompt defaults to the recorded one)",
+    )
+    .option("--replay-tools", "with --replay: answer the tools from the recording too (no MCP server starts)")
+    .option("--replay-lenient", "with --replay: take the recorded responses even for requests that differ")
     .description("run one task; the final answer goes to stdout")
     .argument(
       "[prompt...]",
@@ -205,7 +215,20 @@ export async function main(argv: readonly string[]): Promise<number> {
     )
     .action(async (words: string[], flags: CliFlags) => {
       const continuing = flags.resume === true || flags.approve !== undefined || flags.deny !== undefined;
-      const prompt = words.length > 0 ? words.join(" ") : continuing ? undefined : await readStdin();
+      if ((flags.replayTools || flags.replayLenient) && flags.replay === undefined) {
+        throw new AgentloopError(
+          "usage",
+          `${flags.replayTools ? "--replay-tools" : "--replay-lenient"} goes with --replay <file>: name the recording to replay.`,
+        );
+      }
+      const prompt =
+        words.length > 0
+          ? words.join(" ")
+          : continuing
+            ? undefined
+            : flags.replay !== undefined
+              ? (await import("../record/replay.js")).recordedPrompt(flags.replay)
+              : await readStdin();
       const { runCommand } = await import("./run.js");
       exitCode = await runCommand(prompt, flags);
     });
@@ -228,6 +251,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     });
 
   withCommonOptions(program.command("chat"), ["model", "agent", "session"])
+    .option(
+      "--record <file>",
+      "record the session's model traffic and tool results (JSON lines) to replay it later",
+    )
     .description("interactive multi-turn session in the terminal")
     .action(async (flags: CliFlags) => {
       refuseImage(flags, "chat");

@@ -121,6 +121,11 @@ export interface Model {
   /** The base URL requests go to, for traces (`server.address`, `server.port`). */
   readonly baseURL?: string;
   /**
+   * The same model sending its HTTP requests through `fetch` (agentloop's adapters have it; a model
+   * brought with its own `client` does not): how an agent's `record` option records at the HTTP boundary.
+   */
+  withFetch?(fetch: typeof globalThis.fetch): Model;
+  /**
    * `attempts`, when given, is told of each HTTP request the call sends, retries included (adapters
    * that send none need not call it).
    */

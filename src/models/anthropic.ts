@@ -15,6 +15,7 @@ import { anthropicWireCache, toAnthropicRequestBody } from "./anthropic-wire.js"
 import {
   classifyError,
   fetchNoRepeats,
+  fetchNoRepeatsOver,
   type ModelErrorContext,
   ModelFailure,
   type SdkError,
@@ -78,6 +79,11 @@ export interface AnthropicModelOptions {
   headers?: Record<string, string>;
   /** Bring your own client; `apiKey`/`baseURL` are then ignored. */
   client?: Anthropic;
+  /**
+   * The fetch the SDK client sends its requests with (default: the global one): how a run is
+   * recorded and replayed at the HTTP boundary (`recorder`, `replayModel`). Not with `client`.
+   */
+  fetch?: typeof fetch;
   /** Extra request-body fields (temperature, metadata, tool_choice, ...), merged over the defaults. */
   extraBody?: Record<string, unknown>;
   /**
@@ -153,7 +159,7 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
       ...(apiKey ? { apiKey, defaultHeaders: { "x-api-key": apiKey, authorization: null } } : { authToken }),
       ...(baseURL === undefined ? {} : { baseURL }),
       maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
-      fetch: fetchNoRepeats,
+      fetch: options.fetch ? fetchNoRepeatsOver(options.fetch) : fetchNoRepeats,
       // Failures reach the caller as error events; keep the client quiet unless ANTHROPIC_LOG asks.
       ...(process.env.ANTHROPIC_LOG ? {} : { logLevel: "off" as const }),
       ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
@@ -231,6 +237,9 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
     ...(isLocalURL(baseURL) && { price: FREE }),
     structuredOutput: true,
     provider: "anthropic",
+    ...(!options.client && {
+      withFetch: (fetch: typeof globalThis.fetch) => anthropicModel({ ...options, fetch }),
+    }),
     baseURL: baseURL || "https://api.anthropic.com",
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;

@@ -110,13 +110,25 @@ export function isRetryableStreamFailure(failure: ModelError): boolean {
  * other response passes untouched. It tells the model call's `AttemptObserver` (models/attempts.ts)
  * of each request, and of each that failed.
  */
-export const fetchNoRepeats: typeof fetch = async (input, init) => {
+export const fetchNoRepeats: typeof fetch = (input, init) => noRepeats(fetch, input, init);
+
+/** `fetchNoRepeats` over another fetch (a recording or a replay: the adapters' `fetch` option). */
+export const fetchNoRepeatsOver =
+  (base: typeof fetch): typeof fetch =>
+  (input, init) =>
+    noRepeats(base, input, init);
+
+async function noRepeats(
+  base: typeof fetch,
+  input: Parameters<typeof fetch>[0],
+  init: Parameters<typeof fetch>[1],
+): Promise<Response> {
   // Each request (retries included) is told to the model call's observer, when it has one.
   const observer = attemptObserver();
   observer?.attempt();
   let response: Response;
   try {
-    response = await fetch(input, init);
+    response = await base(input, init);
   } catch (error) {
     const cause = causeDetail(error);
     observer?.attemptFailed(
@@ -135,7 +147,7 @@ export const fetchNoRepeats: typeof fetch = async (input, init) => {
   headers.delete("content-encoding");
   if (isDeterministicFailure(body)) headers.set("x-should-retry", "false");
   return new Response(body, { status: response.status, statusText: response.statusText, headers });
-};
+}
 
 /** A `ModelError` whose message is one line, without any of `secrets`, at most 1,000 characters. */
 export function modelError(
@@ -279,6 +291,8 @@ export function classifyError(error: unknown, ctx: ModelErrorContext, sdk?: SdkE
   if (sdk?.kind === "connection") return make("connection", connectionMessage(raw, cause, ctx.baseURL));
   if (sdk?.kind === "api") {
     const { status } = sdk;
+    // A replay's refusal of a request that differs from the recording (record/http.ts).
+    if (sdk.code?.includes("replay_mismatch")) return make("replay_mismatch", sdk.detail, status);
     const said = `${sdk.code ?? ""} ${sdk.detail}`;
     if (
       (status === undefined || status === 400 || status === 413 || status === 422) &&

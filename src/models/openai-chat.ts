@@ -14,6 +14,7 @@ import { ChatStreamAssembler, completionToReply } from "./chat-assembler.js";
 import {
   classifyError,
   fetchNoRepeats,
+  fetchNoRepeatsOver,
   htmlTitle,
   isHtml,
   type ModelErrorContext,
@@ -97,6 +98,11 @@ export interface OpenAIChatModelOptions {
    * own `fetch` is used (a 500 that will repeat is then retried like any other).
    */
   client?: OpenAI;
+  /**
+   * The fetch the SDK client sends its requests with (default: the global one): how a run is
+   * recorded and replayed at the HTTP boundary (`recorder`, `replayModel`). Not with `client`.
+   */
+  fetch?: typeof fetch;
   /** Extra request-body fields (temperature, reasoning_effort, ...), merged over the defaults. */
   extraBody?: Record<string, unknown>;
   /**
@@ -152,7 +158,7 @@ export function createClient(options: OpenAIChatModelOptions): OpenAI {
   const baseURL = options.baseURL ?? (process.env.OPENAI_BASE_URL?.trim() || undefined);
   const common = {
     maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
-    fetch: fetchNoRepeats,
+    fetch: options.fetch ? fetchNoRepeatsOver(options.fetch) : fetchNoRepeats,
     // Failures reach the caller as error events; keep the client quiet unless OPENAI_LOG asks.
     ...(process.env.OPENAI_LOG ? {} : { logLevel: "off" as const }),
     ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
@@ -287,6 +293,9 @@ export function openAIChatModel(options: OpenAIChatModelOptions): Model {
     ...(isLocalURL(baseURL) && { price: FREE }),
     structuredOutput: options.structuredOutput ?? true,
     provider: options.azure || options.client instanceof AzureOpenAI ? "azure.ai.openai" : "openai",
+    ...(!options.client && {
+      withFetch: (fetch: typeof globalThis.fetch) => openAIChatModel({ ...options, fetch }),
+    }),
     ...((baseURL || !options.azure) && { baseURL: baseURL || "https://api.openai.com/v1" }),
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;

@@ -27,7 +27,15 @@ import { DEFAULT_MAX_RETRIES, type OpenedStream, type StreamAttempts } from "./s
 export interface OpenAIResponsesModelOptions
   extends Pick<
     OpenAIChatModelOptions,
-    "model" | "apiKey" | "baseURL" | "headers" | "maxRetries" | "timeoutMs" | "retryPartialStreams" | "client"
+    | "model"
+    | "apiKey"
+    | "baseURL"
+    | "headers"
+    | "maxRetries"
+    | "timeoutMs"
+    | "retryPartialStreams"
+    | "client"
+    | "fetch"
   > {
   /**
    * Sent as `reasoning` (`{ effort: "low", summary: "detailed" }`), together with
@@ -152,6 +160,9 @@ export function openAIResponsesModel(options: OpenAIResponsesModelOptions): Mode
     structuredOutput: options.structuredOutput ?? true,
     provider: "openai",
     baseURL: baseURL || "https://api.openai.com/v1",
+    ...(!options.client && {
+      withFetch: (fetch: typeof globalThis.fetch) => openAIResponsesModel({ ...options, fetch }),
+    }),
     stream: (request, streamOptions) => {
       const { apiKey, headers } = options;
       const timeoutMs = options.timeoutMs ?? (streaming ? DEFAULT_IDLE_TIMEOUT_MS : undefined);

@@ -1,3 +1,5 @@
+export type { ReplayOptions } from "../record/http.js";
+export { replayModel, replayTools } from "../record/replay.js";
 export { DEMO_QUESTIONS, demoModel } from "./demo-model.js";
 export type {
   FakeAnthropicReply,
