@@ -5,9 +5,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { AgentloopError } from "../core/errors.js";
 import type { Model } from "../models/adapter.js";
-import { anthropicModel } from "../models/anthropic.js";
-import { openAIChatModel } from "../models/openai-chat.js";
-import { openAIResponsesModel } from "../models/openai-responses.js";
+import { FREE, isLocalURL } from "../models/pricing.js";
 import { defineTool, type Tool } from "../tools/tool.js";
 import { Replay, type ReplayOptions } from "./http.js";
 import { type RecordedProvider, type Recording, readRecording, type ToolEntry } from "./recording.js";
@@ -36,12 +34,48 @@ export function openReplay(file: string, options: ReplayOptions = {}): OpenRepla
     model(provider = recording.header.provider, id = recording.header.model) {
       // The recorded base URL (no request leaves: the fetch answers): the same price and traces.
       const baseURL = recording.header.baseURL ?? BASE_URL;
-      const common = { model: id, apiKey: "sk-replay", fetch: replay.fetch, maxRetries: 0, baseURL };
-      if (provider === "anthropic") return anthropicModel(common);
-      if (provider === "openai-responses") return openAIResponsesModel({ ...common, stream });
-      return openAIChatModel({ ...common, stream });
+      const options = { model: id, apiKey: "sk-replay", fetch: replay.fetch, maxRetries: 0, baseURL, stream };
+      return lazyModel(provider, options);
     },
     tools: () => replayedTools(recording),
+  };
+}
+
+/**
+ * The adapter of `provider` made on the first call (importing `agentloop-runtime/testing` loads no
+ * SDK): the same model the live run had, its HTTP answered by the replay's fetch.
+ */
+function lazyModel(
+  provider: RecordedProvider,
+  options: {
+    model: string;
+    apiKey: string;
+    fetch: typeof fetch;
+    maxRetries: number;
+    baseURL: string;
+    stream: boolean;
+  },
+): Model {
+  let made: Promise<Model> | undefined;
+  const load = async (): Promise<Model> => {
+    if (provider === "anthropic") {
+      const { stream: _, ...rest } = options;
+      return (await import("../models/anthropic.js")).anthropicModel(rest);
+    }
+    if (provider === "openai-responses")
+      return (await import("../models/openai-responses.js")).openAIResponsesModel(options);
+    return (await import("../models/openai-chat.js")).openAIChatModel(options);
+  };
+  return {
+    id: options.model,
+    ...(isLocalURL(options.baseURL) && { price: FREE }),
+    structuredOutput: true,
+    provider: provider === "anthropic" ? "anthropic" : "openai",
+    baseURL: options.baseURL,
+    async *stream(request, streamOptions) {
+      made ??= load();
+      yield* (await made).stream(request, streamOptions);
+    },
   };
 }
 
