@@ -21,6 +21,7 @@ import { parallelTools } from "./scenarios.ts";
 import { subAgentCost } from "./subagents.ts";
 import { tracingCost } from "./tracing.ts";
 import { compactionCost } from "./compaction.ts";
+import { recordingCost } from "./record.ts";
 import { median, type TargetResult } from "./section.ts";
 import { serverUnderLoad } from "./server.ts";
 import { storeBenchmarks } from "./store.ts";
@@ -127,6 +128,7 @@ targets.push(...parallel.targets);
 sections.push((await part("sub-agents", () => subAgentCost(quick ? 5 : 11))).markdown);
 sections.push((await part("tracing", () => tracingCost(quick ? 5 : 11))).markdown);
 sections.push((await part("compaction", () => compactionCost())).markdown);
+sections.push((await part("recording", () => recordingCost(quick ? 5 : 11))).markdown);
 
 sections.push(await part("replicas on PostgreSQL", () => replicaScaling(quick ? 2 : 5, quick ? 1 : 2)));
 
