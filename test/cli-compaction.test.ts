@@ -11,7 +11,7 @@ import type { Message } from "../src/core/messages.js";
 import { startFakeAnthropicServer } from "../src/testing/fake-anthropic-server.js";
 import type { FakeRequest, FakeResponse } from "../src/testing/fake-openai-server.js";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
-import { CLI, runCli } from "./helpers.js";
+import { CLI, runCli, until } from "./helpers.js";
 
 const root = mkdtempSync(join(tmpdir(), "agentloop-compact-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -23,17 +23,6 @@ afterEach(async () => {
   await server?.close();
   server = undefined;
 });
-
-function until<T>(check: () => T | undefined): Promise<T> {
-  return new Promise((resolve) => {
-    const tick = () => {
-      const value = check();
-      if (value === undefined) setTimeout(tick, 10);
-      else resolve(value);
-    };
-    tick();
-  });
-}
 
 interface WireMessage {
   role: string;

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../src/testing/fake-openai-server.js";
-import { CLI, runCli } from "./helpers.js";
+import { CLI, runCli, until } from "./helpers.js";
 
 const TOOLS = fileURLToPath(new URL("./support/gated-tools-server.mjs", import.meta.url));
 const root = mkdtempSync(join(tmpdir(), "agentloop-subkill-"));
@@ -24,17 +24,6 @@ afterEach(async () => {
   await server?.close();
   server = undefined;
 });
-
-function until<T>(check: () => T | undefined): Promise<T> {
-  return new Promise((resolve) => {
-    const tick = () => {
-      const value = check();
-      if (value === undefined) setTimeout(tick, 10);
-      else resolve(value);
-    };
-    tick();
-  });
-}
 
 interface Event {
   type: string;

@@ -55,3 +55,15 @@ export function interruptOnFirstRequest(server: { requests: readonly unknown[] }
     }, 10);
   };
 }
+
+/** Resolves once `check` returns a value other than undefined (checked every 10 ms). */
+export function until<T>(check: () => T | undefined): Promise<T> {
+  return new Promise((resolve) => {
+    const tick = () => {
+      const value = check();
+      if (value === undefined) setTimeout(tick, 10);
+      else resolve(value);
+    };
+    tick();
+  });
+}

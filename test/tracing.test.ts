@@ -12,7 +12,7 @@ import {
   type FakeResponse,
   startFakeOpenAIServer,
 } from "../src/testing/fake-openai-server.js";
-import { CLI, runCli } from "./helpers.js";
+import { CLI, runCli, until } from "./helpers.js";
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "./support/otlp-receiver.js";
 import { startServe } from "./support/serve-process.js";
 
@@ -56,18 +56,6 @@ function only(spans: ReceivedSpan[], name: string): ReceivedSpan {
 
 const lastEvent = (stdout: string) =>
   JSON.parse(stdout.trim().split("\n").at(-1) as string) as Record<string, unknown>;
-
-/** Resolves once `check` returns a value other than undefined (checked every 10 ms). */
-function until<T>(check: () => T | undefined): Promise<T> {
-  return new Promise((resolve) => {
-    const tick = () => {
-      const value = check();
-      if (value === undefined) setTimeout(tick, 10);
-      else resolve(value);
-    };
-    tick();
-  });
-}
 
 describe("agentloop run exports its trace over OTLP/HTTP", () => {
   for (const protocol of ["http/protobuf", "http/json"] as const) {
