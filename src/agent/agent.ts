@@ -230,6 +230,8 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
   private readonly redact: Redactor | undefined;
   private readonly output: OutputSpec | undefined;
   private readonly tracing: AgentTracing;
+  /** Its tracing as a sub-agent, by the name it is delegated to (see `tracingAs`). */
+  private readonly childTracings = new Map<string, AgentTracing>();
   /** The loop options of the runs with nothing of their own, made by the first. */
   private shared: LoopOptions | undefined;
   private readonly compaction: LoopCompaction | undefined;
@@ -486,9 +488,23 @@ export class Agent<S extends OutputSchema | undefined = undefined> {
     const run = startRun(loop, runSignal, checkpoint, runSignal === own.signal);
     run.tree = tree;
     run.recorder = this.recorder;
-    run.trace = traceRun(this.tracing, state, this.redact?.text);
+    run.trace = traceRun(link ? this.tracingAs(link.agent) : this.tracing, state, this.redact?.text);
     if (run.trace) run.streamOptions = { signal: runSignal, attempts: run.trace };
     return new RunHandle<Output>(state, run, own, o.onEvent);
+  }
+
+  /**
+   * The tracing of its runs as the sub-agent `name`: named so (`invoke_agent <name>`) unless the
+   * agent has a `name` of its own. One per name, made by its first run.
+   */
+  private tracingAs(name: string): AgentTracing {
+    if (this.options.name !== undefined) return this.tracing;
+    let tracing = this.childTracings.get(name);
+    if (!tracing) {
+      tracing = { ...this.tracing, name, shared: undefined };
+      this.childTracings.set(name, tracing);
+    }
+    return tracing;
   }
 
   /** A sub-agent run's options: the tree's `onApproval`; without one, shared by its runs as a top-level run's are. */

@@ -434,6 +434,30 @@ describe("a run's spans (GenAI semantic conventions)", () => {
     expect(parentOf(one("invoke_agent agentloop"))).toBeUndefined();
   });
 
+  it("a sub-agent's run through delegate_task is invoke_agent named by its delegation name, under execute_tool delegate_task", async () => {
+    const researcher = new Agent({ model: scriptedModel([{ text: "child answer" }]), tracerProvider });
+    const lead = new Agent({
+      model: scriptedModel([
+        {
+          toolCalls: [
+            { id: "d1", name: "delegate_task", arguments: { agent: "researcher", task: "research" } },
+          ],
+        },
+        { text: "done" },
+      ]),
+      agents: { researcher },
+      tracerProvider,
+    });
+    const result = await lead.run("Go");
+    await flush();
+    expect(result.text).toBe("done");
+    const call = one("execute_tool delegate_task");
+    const child = one("invoke_agent researcher");
+    expect(child.attributes["gen_ai.agent.name"]).toBe("researcher");
+    expect(parentOf(child)).toBe(call.spanContext().spanId);
+    expect(parentOf(one("invoke_agent agentloop"))).toBeUndefined();
+  });
+
   it("the active context is the run's parent; a resumed run continues the trace its state keeps", async () => {
     const guarded = defineTool({
       name: "guarded",
