@@ -228,6 +228,10 @@ describe("agentloop run with sub-agents", () => {
         /'agents\.r\.agents'.*'ghost', which is not configured/,
       ],
       [{ agents: { calculator: { description: "x" } } }, /'agents\.calculator'.*has the name of a tool/],
+      [
+        { agents: { delegate_task: { description: "x" } } },
+        /'agents\.delegate_task'.*has the name of a tool/,
+      ],
       [{ maxDepth: 0, agents: { r: { description: "x" } } }, /'maxDepth'.*invalid/],
       [{ maxDepth: 11, agents: { r: { description: "x" } } }, /'maxDepth'.*invalid/],
     ];

@@ -75,8 +75,10 @@ export function subAgents(
   const configs = settings.agents ?? {};
   const file = settings.configFile ?? "agentloop.json";
   const names = new Set(tools().map((tool) => tool.name));
+  // The built-in tools a sub-agent's name would shadow: the delegation tool, and `mcp serve`'s run_agent.
+  const taken = new Set([...names, "delegate_task", "run_agent"]);
   for (const name of Object.keys(configs)) {
-    if (names.has(name))
+    if (taken.has(name))
       throw new AgentloopError(
         "config",
         `'agents.${name}' in ${file} has the name of a tool: rename the agent (a server exposes each sub-agent as a tool of its name).`,
