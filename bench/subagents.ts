@@ -9,7 +9,7 @@ import { medianRange, type Section } from "./section.ts";
 const usage = { inputTokens: 0, outputTokens: 0 };
 
 /** A model that calls `call` on its first `calls` turns of a run (its counter reset by `reset`), then answers. */
-function turns(calls: number, call: (i: number) => { name: string; arguments: string }) {
+export function turns(calls: number, call: (i: number) => { name: string; arguments: string }) {
   let turn = 0;
   return {
     reset: () => {
@@ -38,7 +38,7 @@ function turns(calls: number, call: (i: number) => { name: string; arguments: st
   };
 }
 
-const add = defineTool({
+export const add = defineTool({
   name: "add",
   description: "Adds two numbers.",
   parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } } },
@@ -47,7 +47,7 @@ const add = defineTool({
     return a + b;
   },
 });
-const addCall = (i: number) => ({ name: "add", arguments: `{"a":${i},"b":2}` });
+export const addCall = (i: number) => ({ name: "add", arguments: `{"a":${i},"b":2}` });
 
 /** A runner: what one run does, and how many iterations of interest it has. */
 interface Runner {

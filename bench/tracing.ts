@@ -5,49 +5,9 @@
 // the three interleaved round by round in one process; a sample is CPU µs (user + system) per
 // iteration. `node bench/tracing.ts` prints the section alone.
 import { AlwaysOffSampler, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
-import { Agent, defineTool } from "../dist/index.js";
+import { Agent } from "../dist/index.js";
 import { medianRange, type Section } from "./section.ts";
-
-const usage = { inputTokens: 10, outputTokens: 2 };
-
-function counting(calls: number) {
-  let turn = 0;
-  return {
-    reset: () => {
-      turn = 0;
-    },
-    model: {
-      id: "fake",
-      async *stream() {
-        const i = turn++;
-        yield i < calls
-          ? {
-              type: "done" as const,
-              message: {
-                content: "",
-                toolCalls: [{ id: `c${i}`, name: "add", arguments: `{"a":${i},"b":2}` }],
-                finishReason: "tool_calls",
-                usage,
-              },
-            }
-          : {
-              type: "done" as const,
-              message: { content: "done", toolCalls: [], finishReason: "stop", usage },
-            };
-      },
-    },
-  };
-}
-
-const add = defineTool({
-  name: "add",
-  description: "Adds two numbers.",
-  parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } } },
-  execute: (args: unknown) => {
-    const { a, b } = args as { a: number; b: number };
-    return a + b;
-  },
-});
+import { add, addCall, turns } from "./subagents.ts";
 
 /** An exporter that takes every span and keeps none: the SDK's cost without a network. */
 const dropping = {
@@ -60,7 +20,7 @@ const dropping = {
 type Mode = "no SDK" | "SDK, not sampling" | "SDK, exporting";
 
 function runner(n: number, mode: Mode) {
-  const m = counting(n - 1);
+  const m = turns(n - 1, addCall);
   const tracerProvider =
     mode === "no SDK"
       ? undefined
