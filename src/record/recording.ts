@@ -4,7 +4,7 @@
  * result, in the order they happened, sub-agents' included. This module writes and reads the
  * file; record/http.ts is the fetch that records and the one that replays.
  */
-import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
+import { openSync, readFileSync, writeSync } from "node:fs";
 import { AgentloopError } from "../core/errors.js";
 import { isObject } from "../core/json.js";
 import { environmentSecrets, secretRedactor } from "../core/redact.js";
@@ -147,10 +147,6 @@ export class RecordingFile {
   private write(entry: object): void {
     const line = JSON.stringify(entry);
     writeSync(this.fd, `${this.redact ? this.redact(line) : line}\n`);
-  }
-
-  close(): void {
-    closeSync(this.fd);
   }
 }
 
